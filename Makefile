@@ -1,0 +1,34 @@
+# The README's two commands: `make train` and `make test`. Both install first (into the active
+# Python environment), so they work on a fresh machine.
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+STAMP := .installed
+
+.PHONY: install build train test test-fast bench gpu-check clean
+
+$(STAMP): pyproject.toml
+	$(PIP) install -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+build: $(STAMP)  ## compile the C++ op ahead of time (the CUDA one too where nvcc exists)
+	$(PYTHON) -m ops.build
+
+train: $(STAMP)  ## default training on built-in synthetic 2D data
+	$(PYTHON) train.py $(ARGS)
+
+test: $(STAMP)  ## everything CI runs
+	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PYTHON) -m pytest tests -m "not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP)  ## op benchmark; ARGS=--quick for a short one
+	$(PYTHON) scripts/bench_op.py $(ARGS)
+
+gpu-check:
+	bash scripts/gpu_check.sh
+
+clean:
+	rm -rf $(STAMP) outputs multirun .pytest_cache

@@ -1,0 +1,59 @@
+// Argument checks shared by every device's kernels, so that each backend rejects bad input
+// with the same message (ops/registration.py mirrors them for fake tensors).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace segnet {
+
+inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha) {
+  TORCH_CHECK(x.dim() == 4 || x.dim() == 5,
+              "edge_enhance: x must have shape (N, C, H, W) or (N, C, D, H, W), got ", x.dim(),
+              " dimensions with shape ", x.sizes());
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()),
+              "edge_enhance: x must be a floating tensor (float32, float64, float16, bfloat16), got ",
+              x.scalar_type());
+  TORCH_CHECK(alpha.dim() == 1 && alpha.size(0) == x.size(1),
+              "edge_enhance: alpha must have shape (C,) = (", x.size(1), ",) to match x's channels, got ",
+              alpha.sizes());
+  TORCH_CHECK(alpha.scalar_type() == x.scalar_type(),
+              "edge_enhance: alpha must have the dtype of x (", x.scalar_type(), "), got ",
+              alpha.scalar_type(), "; cast it with alpha.to(x.dtype)");
+  TORCH_CHECK(alpha.device() == x.device(),
+              "edge_enhance: alpha must be on the device of x (", x.device(), "), got ",
+              alpha.device());
+}
+
+inline void check_edge_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x,
+                                       const at::Tensor& alpha) {
+  check_edge_inputs(x, alpha);
+  TORCH_CHECK(grad_y.sizes() == x.sizes(), "edge_enhance_backward: grad_y must have the shape of x (",
+              x.sizes(), "), got ", grad_y.sizes());
+  TORCH_CHECK(grad_y.scalar_type() == x.scalar_type(),
+              "edge_enhance_backward: grad_y must have the dtype of x (", x.scalar_type(), "), got ",
+              grad_y.scalar_type());
+  TORCH_CHECK(grad_y.device() == x.device(),
+              "edge_enhance_backward: grad_y must be on the device of x (", x.device(), "), got ",
+              grad_y.device());
+}
+
+// Spatial extent as three axes (D, H, W), with D = 1 for 2D input.
+struct Extent {
+  int64_t planes;  // N * C
+  int64_t channels;
+  int size[3];
+  int64_t volume() const { return int64_t(size[0]) * size[1] * size[2]; }
+};
+
+inline Extent extent_of(const at::Tensor& x) {
+  const int ndim = x.dim() - 2;
+  Extent e{x.size(0) * x.size(1), x.size(1), {1, 1, 1}};
+  for (int a = 0; a < ndim; ++a) {
+    TORCH_CHECK(x.size(2 + a) <= std::numeric_limits<int>::max(),
+                "edge_enhance: spatial axis ", a, " of x is too long (", x.size(2 + a), ")");
+    e.size[3 - ndim + a] = static_cast<int>(x.size(2 + a));
+  }
+  return e;
+}
+
+}  // namespace segnet

@@ -1,0 +1,16 @@
+"""The edge-enhancement op (shared/design/edge-op.md) with python, cpp and cuda backends."""
+
+from .functional import BACKENDS, edge_enhance, resolve_backend
+from .library import OpsBuildError
+from .module import EdgeEnhance
+from .reference import edge_enhance_reference, edge_magnitude
+
+__all__ = [
+    "BACKENDS",
+    "EdgeEnhance",
+    "OpsBuildError",
+    "edge_enhance",
+    "edge_enhance_reference",
+    "edge_magnitude",
+    "resolve_backend",
+]

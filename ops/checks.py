@@ -1,0 +1,39 @@
+"""Argument checks of the edge op in Python, worded like the C++ ones (csrc/checks.h), for the
+python backend and the fake kernels that torch.compile traces with."""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_edge_inputs(x: torch.Tensor, alpha: torch.Tensor) -> None:
+    if x.dim() not in (4, 5):
+        raise ValueError(
+            "edge_enhance: x must have shape (N, C, H, W) or (N, C, D, H, W), got "
+            f"{x.dim()} dimensions with shape {tuple(x.shape)}"
+        )
+    if not x.is_floating_point():
+        raise ValueError(
+            f"edge_enhance: x must be a floating tensor (float32, float64, float16, bfloat16), got {x.dtype}"
+        )
+    if alpha.dim() != 1 or alpha.shape[0] != x.shape[1]:
+        raise ValueError(
+            f"edge_enhance: alpha must have shape (C,) = ({x.shape[1]},) to match x's channels, "
+            f"got {tuple(alpha.shape)}"
+        )
+    if alpha.dtype != x.dtype:
+        raise ValueError(
+            f"edge_enhance: alpha must have the dtype of x ({x.dtype}), got {alpha.dtype}; "
+            "cast it with alpha.to(x.dtype)"
+        )
+    if alpha.device != x.device:
+        raise ValueError(f"edge_enhance: alpha must be on the device of x ({x.device}), got {alpha.device}")
+
+
+def check_edge_backward_inputs(grad_y: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor) -> None:
+    check_edge_inputs(x, alpha)
+    if grad_y.shape != x.shape or grad_y.dtype != x.dtype or grad_y.device != x.device:
+        raise ValueError(
+            "edge_enhance_backward: grad_y must match x in shape, dtype and device "
+            f"({tuple(x.shape)}, {x.dtype}, {x.device}), got ({tuple(grad_y.shape)}, {grad_y.dtype}, {grad_y.device})"
+        )

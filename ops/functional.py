@@ -1,0 +1,77 @@
+"""ops.edge_enhance(): backend resolution and dispatch."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from . import library
+from .reference import edge_enhance_reference
+from .registration import register_python_parts
+
+BACKENDS = ("python", "cpp", "cuda", "auto")
+
+# Device types whose compiled library is loaded, and the reason the compiled op is unavailable
+# (auto then falls back to python). Plain module state so torch.compile can trace the checks.
+_compiled_ready: set[str] = set()
+_unavailable: dict[str, str] = {}
+
+
+def check_backend_name(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"edge_enhance: backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+
+
+def load_compiled(device_type: str) -> None:
+    """Build/load the compiled library for a device type; raises library.OpsBuildError."""
+    if device_type in _compiled_ready:
+        return
+    if device_type == "cuda":
+        library.load_cuda_library()
+    else:
+        library.load_cpu_library()
+    register_python_parts()
+    _compiled_ready.add(device_type)
+
+
+def compiled_available(device_type: str) -> bool:
+    """Whether auto can use the compiled op on this device type; warns once when it cannot."""
+    if device_type in _compiled_ready:
+        return True
+    if device_type not in ("cpu", "cuda") or device_type in _unavailable:
+        return False
+    try:
+        load_compiled(device_type)
+        return True
+    except library.OpsBuildError as error:
+        _unavailable[device_type] = str(error)
+        warnings.warn(f"edge_enhance: backend='auto' falls back to python on {device_type}: {error}", stacklevel=3)
+        return False
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """The backend that will run for tensors on `device`: python, cpp or cuda."""
+    check_backend_name(backend)
+    if backend == "python":
+        return "python"
+    if backend == "auto":
+        if not compiled_available(device.type):
+            return "python"
+        return "cuda" if device.type == "cuda" else "cpp"
+    wanted = "cpu" if backend == "cpp" else "cuda"
+    if device.type != wanted:
+        other = "cuda" if backend == "cpp" else "cpp"
+        raise ValueError(
+            f"edge_enhance: backend={backend!r} runs on {wanted} tensors but x is on {device}; "
+            f"use backend={other!r} or backend='auto'"
+        )
+    load_compiled(wanted)
+    return backend
+
+
+def edge_enhance(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e-6, backend: str = "auto") -> torch.Tensor:
+    """y = x + alpha[c] * sqrt(sum_d (K_d * x)^2 + eps), normalized Sobel K_d, replicate borders."""
+    if resolve_backend(backend, x.device) == "python":
+        return edge_enhance_reference(x, alpha, eps)
+    return torch.ops.segnet_ops.edge_enhance(x, alpha, eps)

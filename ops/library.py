@@ -1,0 +1,190 @@
+"""Building and loading the compiled edge-op libraries.
+
+Two ops-only shared libraries are built just in time with ``torch.utils.cpp_extension.load``
+(ninja) and loaded with ``torch.ops.load_library``:
+
+- ``segnet_ops_cpu``: the schemas, the CPU kernels and the host emulation of the CUDA kernels;
+- ``segnet_ops_cuda``: the CUDA kernels, built with nvcc, loaded after the CPU library (which
+  owns the schemas) and only where a GPU is visible.
+
+Each build lives in a folder named by a hash of the C++/CUDA sources, the torch version and the
+flags, so changing any of them rebuilds and two checkouts never overwrite each other's build.
+cpp_extension holds an OS-level file lock while it builds, so DDP ranks that load at once build
+once and the others wait; a killed builder releases it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+CPU_SOURCES = ("schema.cpp", "cpu/edge_enhance.cpp", "cpu/emulation.cpp")
+CUDA_SOURCES = ("cuda/edge_enhance.cu",)
+CPU_FLAGS = ("-O3", "-fno-math-errno")  # no errno from sqrt, so its loops vectorize
+CUDA_FLAGS = ("-O3", "-lineinfo")
+DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100, H100/H200, and PTX for anything newer
+DEFAULT_CUDA_HOME = "/usr/local/cuda"
+
+
+# cpp_extension reads CUDA_HOME once, when first imported, and otherwise guesses it from the nvcc
+# on PATH (a wrapper here) with a warning; point it at the toolkit before anything imports it.
+if "CUDA_HOME" not in os.environ and Path(DEFAULT_CUDA_HOME, "bin", "nvcc").exists():
+    os.environ["CUDA_HOME"] = DEFAULT_CUDA_HOME
+
+
+class OpsBuildError(RuntimeError):
+    """The compiled edge op cannot be built or loaded here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class BuiltLibrary:
+    name: str
+    path: Path
+    seconds: float
+
+
+def cache_root() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "segnet" / "ops"
+    return Path(os.environ.get("SEGNET_OPS_CACHE", default))
+
+
+def _source_hash(extra: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(CSRC.rglob("*")):
+        if path.suffix in {".h", ".cpp", ".cu"}:
+            digest.update(str(path.relative_to(CSRC)).encode())
+            digest.update(path.read_bytes())
+    digest.update(torch.__version__.encode())
+    digest.update(sys.version.encode())
+    digest.update("\0".join(extra).encode())
+    return digest.hexdigest()[:12]
+
+
+def _require_compiler() -> None:
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler) is None:
+        raise OpsBuildError(
+            f"No C++ compiler found (looked for {compiler!r}): install one (e.g. apt-get install g++) "
+            "or point CXX at it, or use op.backend=python."
+        )
+    if shutil.which("ninja") is None and not _ninja_from_pip():
+        raise OpsBuildError("ninja is not installed: pip install ninja (it is a dependency of segnet).")
+
+
+def _ninja_from_pip() -> bool:
+    try:
+        import ninja  # noqa: F401  the wheel puts its binary on PATH of the environment
+    except ImportError:
+        return False
+    os.environ["PATH"] = f"{Path(ninja.BIN_DIR)}{os.pathsep}{os.environ['PATH']}"
+    return True
+
+
+def configure_cuda_environment() -> Path:
+    """Set what a CUDA build needs on a machine that may have no GPU: CUDA_HOME (cpp_extension
+    guesses wrong from a wrapper nvcc), TORCH_CUDA_ARCH_LIST (no GPU to detect), and the pip
+    CUDA headers ATen includes (cusparse.h). Returns the nvcc it will use."""
+    cuda_home = Path(os.environ.setdefault("CUDA_HOME", DEFAULT_CUDA_HOME))
+    nvcc = cuda_home / "bin" / "nvcc"
+    if not nvcc.exists():
+        raise OpsBuildError(
+            f"nvcc not found at {nvcc}: the CUDA backend needs the CUDA toolkit. Install it and set "
+            "CUDA_HOME to its folder, or use op.backend=cpp (CPU) or op.backend=python."
+        )
+    if torch.version.cuda is None:
+        raise OpsBuildError(
+            f"torch {torch.__version__} is a CPU-only build: install a CUDA build of torch to build the "
+            "CUDA backend, or use op.backend=cpp."
+        )
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
+    cpp_extension = _cpp_extension()
+    cpp_extension.CUDA_HOME = str(cuda_home)  # read once at import; make it follow the env var
+    return nvcc
+
+
+def _cpp_extension():
+    """torch.utils.cpp_extension, imported without its warning that no GPU is visible (on a
+    machine without one that is expected; the CUDA backend reports it when it matters)."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        import torch.utils.cpp_extension as cpp_extension
+    finally:
+        logger.setLevel(level)
+    return cpp_extension
+
+
+def _pip_cuda_includes() -> list[str]:
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    return [str(p) for root in nvidia.__path__ for p in Path(root).glob("cu*/include") if p.is_dir()]
+
+
+def _build(name: str, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
+    cpp_extension = _cpp_extension()
+    build_dir = cache_root() / f"{name}-{_source_hash(flags)}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        cpp_extension.load(
+            name=name,
+            sources=[str(CSRC / s) for s in sources],
+            build_directory=str(build_dir),
+            is_python_module=False,
+            verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
+            **kwargs,
+        )
+    except (RuntimeError, OSError, ImportError) as error:  # compiler errors arrive as RuntimeError
+        raise OpsBuildError(
+            f"Building {name} in {build_dir} failed: {error}\n"
+            "Rerun with SEGNET_OPS_VERBOSE=1 for the compiler output, or use op.backend=python."
+        ) from error
+    return BuiltLibrary(name, build_dir / f"{name}.so", time.perf_counter() - start)
+
+
+@functools.cache
+def load_cpu_library() -> BuiltLibrary:
+    """Build (if needed) and load the CPU library; idempotent within a process."""
+    _require_compiler()
+    return _build("segnet_ops_cpu", CPU_SOURCES, CPU_FLAGS, extra_cflags=list(CPU_FLAGS), with_cuda=False)
+
+
+def build_cuda_library() -> BuiltLibrary:
+    """Build and load the CUDA library; needs nvcc and a CUDA build of torch, not a GPU."""
+    load_cpu_library()  # owns the schemas the CUDA kernels register against
+    configure_cuda_environment()
+    _require_compiler()
+    flags = CUDA_FLAGS + (os.environ["TORCH_CUDA_ARCH_LIST"],)
+    return _build(
+        "segnet_ops_cuda",
+        CUDA_SOURCES,
+        flags,
+        extra_cflags=list(CPU_FLAGS),
+        extra_cuda_cflags=list(CUDA_FLAGS),
+        extra_include_paths=_pip_cuda_includes(),
+        with_cuda=True,
+    )
+
+
+@functools.cache
+def load_cuda_library() -> BuiltLibrary:
+    """Build (if needed) and load the CUDA library on a machine with a GPU."""
+    if not torch.cuda.is_available():
+        raise OpsBuildError(
+            "The CUDA backend needs a visible GPU and none is (torch.cuda.is_available() is False): "
+            "use op.backend=cpp or op.backend=auto on this machine."
+        )
+    return build_cuda_library()

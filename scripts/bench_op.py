@@ -1,0 +1,161 @@
+"""Benchmark the edge op's backends, forward and forward+backward, against a copy of x.
+
+    python scripts/bench_op.py [--quick] [--device cpu|cuda] [--out DIR]
+
+Every backend that runs on the device, plus torch.compile of the python backend, in float32.
+Times are medians of torch.utils.benchmark on the machine's threads, all measured in one run
+so that their ratios hold on a noisy machine; x.clone() is the memory-bandwidth ceiling.
+Writes bench_op.csv (and, with matplotlib, bench_op.png) into --out and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.utils.benchmark as benchmark
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import ops  # noqa: E402
+
+FULL_SHAPES = [(8, 32, 256, 256), (2, 16, 64, 96, 96)]
+QUICK_SHAPES = [(4, 16, 128, 128), (1, 8, 32, 48, 48)]
+
+
+@dataclass
+class Row:
+    shape: str
+    backend: str
+    forward_ms: float
+    forward_backward_ms: float
+    clone_ms: float
+    forward_vs_clone: float
+    forward_backward_vs_clone: float
+    speedup_vs_python: float
+    speedup_vs_compiled: float
+    saved_bytes_per_x: float
+    forward_bandwidth_vs_copy: float
+    backward_bandwidth_vs_copy: float
+
+
+def median_ms(fn, min_run_time: float) -> float:
+    fn()  # warm-up: compilation, library loading, allocator
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
+
+
+def saved_bytes(fn, x: torch.Tensor, alpha: torch.Tensor) -> int:
+    """Bytes autograd keeps for backward, each storage counted once."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x.detach().requires_grad_(), alpha.detach().requires_grad_())
+    return sum(storages.values())
+
+
+def backends_for(device: str) -> dict[str, object]:
+    compiled = torch.compile(ops.edge_enhance_reference)
+    backends = {
+        "python": lambda x, a: ops.edge_enhance(x, a, backend="python"),
+        "python+compile": lambda x, a: compiled(x, a),
+    }
+    native = "cuda" if device == "cuda" else "cpp"
+    backends[native] = lambda x, a: ops.edge_enhance(x, a, backend=native)
+    return backends
+
+
+def bench_shape(shape, device: str, min_run_time: float) -> list[Row]:
+    torch.manual_seed(0)
+    x = torch.randn(shape, device=device)
+    alpha = torch.randn(shape[1], device=device)
+    grad = torch.randn_like(x)
+    clone_ms = median_ms(lambda: x.clone(), min_run_time)
+    measured = {}
+    for name, fn in backends_for(device).items():
+        xg = x.detach().requires_grad_()
+        ag = alpha.detach().requires_grad_()
+
+        def forward(fn=fn):
+            with torch.no_grad():
+                fn(x, alpha)
+
+        def forward_backward(fn=fn):
+            torch.autograd.backward(fn(xg, ag), grad)
+            xg.grad = ag.grad = None
+
+        measured[name] = (
+            median_ms(forward, min_run_time),
+            median_ms(forward_backward, min_run_time),
+            saved_bytes(fn, x, alpha) / (x.numel() * x.element_size()),
+        )
+    rows = []
+    for name, (fwd, fwd_bwd, saved) in measured.items():
+        bwd = max(fwd_bwd - fwd, 1e-9)
+        rows.append(
+            Row(
+                shape="x".join(map(str, shape)),
+                backend=name,
+                forward_ms=fwd,
+                forward_backward_ms=fwd_bwd,
+                clone_ms=clone_ms,
+                forward_vs_clone=fwd / clone_ms,
+                forward_backward_vs_clone=fwd_bwd / clone_ms,
+                speedup_vs_python=measured["python"][1] / fwd_bwd,
+                speedup_vs_compiled=measured["python+compile"][1] / fwd_bwd,
+                saved_bytes_per_x=saved,
+                # forward moves 2 tensors (x in, y out), backward 3 (grad_y, x in, grad_x out);
+                # a copy moves 2 in clone_ms
+                forward_bandwidth_vs_copy=clone_ms / fwd,
+                backward_bandwidth_vs_copy=1.5 * clone_ms / bwd,
+            )
+        )
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    header = (
+        "| shape | backend | fwd ms | fwd+bwd ms | fwd/clone | fwd+bwd/clone | x vs python | x vs compiled "
+        "| saved/x bytes | fwd BW vs copy | bwd BW vs copy |"
+    )
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for r in rows:
+        print(
+            f"| {r.shape} | {r.backend} | {r.forward_ms:.1f} | {r.forward_backward_ms:.1f} | {r.forward_vs_clone:.2f} "
+            f"| {r.forward_backward_vs_clone:.2f} | {r.speedup_vs_python:.1f} | {r.speedup_vs_compiled:.1f} "
+            f"| {r.saved_bytes_per_x:.2f} | {r.forward_bandwidth_vs_copy:.0%} | {r.backward_bandwidth_vs_copy:.0%} |"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller shapes and shorter timing (under a minute)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench"))
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a visible GPU; run on a GPU machine or use --device cpu")
+    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    min_run_time = 0.2 if args.quick else 1.0
+    print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, float32")
+    rows = [row for shape in shapes for row in bench_shape(shape, args.device, min_run_time)]
+    print_table(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "bench_op.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
+        writer.writeheader()
+        writer.writerows(asdict(r) for r in rows)
+    print(f"wrote {args.out / 'bench_op.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

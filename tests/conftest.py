@@ -1,0 +1,60 @@
+"""Shared helpers and fixtures of the test suite."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ops.functional import load_compiled
+
+# Odd sizes, size-1 axes, sizes that do not divide the CUDA tiles (32 x 8 x 4), 2D and 3D.
+SHAPES_2D = [(2, 3, 7, 9), (1, 2, 1, 5), (2, 1, 6, 1), (1, 1, 1, 1), (1, 2, 2, 2), (2, 2, 11, 37)]
+SHAPES_3D = [(2, 3, 4, 5, 6), (1, 2, 1, 3, 1), (1, 1, 3, 1, 4), (1, 1, 1, 1, 1), (1, 2, 5, 9, 33)]
+SHAPES = SHAPES_2D + SHAPES_3D
+
+
+def shape_id(shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |actual - expected| / max |expected| (0 for empty tensors)."""
+    if expected.numel() == 0:
+        return 0.0
+    scale = expected.abs().max().clamp_min(torch.finfo(torch.float64).tiny)
+    return ((actual.double() - expected.double()).abs().max() / scale).item()
+
+
+def reference_with_grads(x: torch.Tensor, alpha: torch.Tensor, grad_y: torch.Tensor, eps: float = 1e-6):
+    """y, grad_x, grad_alpha of the python reference."""
+    from ops import edge_enhance_reference
+
+    xr = x.detach().clone().requires_grad_()
+    ar = alpha.detach().clone().requires_grad_()
+    y = edge_enhance_reference(xr, ar, eps)
+    grad_x, grad_alpha = torch.autograd.grad(y, (xr, ar), grad_y)
+    return y.detach(), grad_x, grad_alpha
+
+
+def random_inputs(shape, dtype=torch.float64, seed: int = 0, device: str = "cpu"):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, dtype=dtype, generator=generator).to(device)
+    alpha = torch.randn(shape[1], dtype=dtype, generator=generator).to(device)
+    grad_y = torch.randn(shape, dtype=dtype, generator=generator).to(device)
+    return x, alpha, grad_y
+
+
+@pytest.fixture(scope="session")
+def cpu_library():
+    """The compiled CPU library, built once per test session."""
+    load_compiled("cpu")
+    return torch.ops.segnet_ops
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a visible CUDA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
