@@ -30,7 +30,7 @@ import torch
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 CPU_SOURCES = ("schema.cpp", "cpu/edge_enhance.cpp", "cpu/emulation.cpp")
 CUDA_SOURCES = ("cuda/edge_enhance.cu",)
-CPU_FLAGS = ("-O3", "-fno-math-errno")  # no errno from sqrt, so its loops vectorize
+CPU_FLAGS = ("-O3", "-fno-math-errno", "-mavx2", "-mfma")  # no errno from sqrt, so its loops vectorize
 CUDA_FLAGS = ("-O3", "-lineinfo")
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100, H100/H200, and PTX for anything newer
 DEFAULT_CUDA_HOME = "/usr/local/cuda"

@@ -95,9 +95,9 @@ void row_sum_of_squares(acc_t* const* g, acc_t* __restrict out, int W) {
 // Per-thread scratch of a volume sweep; allocated once per parallel chunk.
 template <typename acc_t>
 struct Scratch {
-  std::vector<acc_t> rows, grads, sumsq;
+  std::vector<acc_t> rows, grads, sumsq, grad_y;
   acc_t* g[3];
-  explicit Scratch(int W) : rows(3 * (W + 2)), grads(3 * W), sumsq(W) {
+  explicit Scratch(int W) : rows(3 * (W + 2)), grads(3 * W), sumsq(W), grad_y(W) {
     for (int d = 0; d < 3; ++d) g[d] = grads.data() + d * W;
   }
 };
@@ -122,6 +122,22 @@ void forward_volume(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> al
   }
 }
 
+// sum_j a[j] * b[j] in kLanes fixed partial sums: vectorizes without -ffast-math and adds in
+// the same order on every run.
+template <typename acc_t>
+acc_t dot_in_lanes(const acc_t* __restrict a, const acc_t* __restrict b, int n) {
+  constexpr int kLanes = 16;
+  acc_t lanes[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] += a[j + k] * b[j + k];
+  }
+  for (; j < n; ++j) lanes[0] += a[j] * b[j];
+  acc_t sum = 0;
+  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
+  return sum;
+}
+
 // v_d of one slab (all middle rows at outer index s) into `v` (NDIM planes of middle * inner);
 // returns the slab's share of sum(grad_y * m).
 template <int NDIM, typename scalar_t>
@@ -131,50 +147,36 @@ double adjoint_inputs_slab(const scalar_t* x, const scalar_t* gy, at::opmath_typ
   using acc_t = at::opmath_type<scalar_t>;
   const int W = f.inner;
   const int64_t plane = int64_t(f.middle) * W;
+  acc_t* __restrict m = sc.sumsq.data();   // sum of squares, then m, then alpha * gy / m
+  acc_t* __restrict g = sc.grad_y.data();  // grad_y of the row in the accumulation type
   double slab_sum = 0;
   for (int r = 0; r < f.middle; ++r) {
     row_gradients<NDIM>(x, f, s, r, sc.rows.data(), sc.g);
-    row_sum_of_squares<NDIM>(sc.g, sc.sumsq.data(), W);
+    row_sum_of_squares<NDIM>(sc.g, m, W);
     const scalar_t* __restrict gr = gy + f.row_offset(s, r);
-    acc_t* __restrict scale = sc.sumsq.data();  // reused: sum of squares -> alpha * gy / m
-    acc_t row_sum = 0;
     for (int j = 0; j < W; ++j) {
-      const acc_t g = static_cast<acc_t>(gr[j]);
-      const acc_t m = edge_magnitude(scale[j], eps);
-      row_sum += g * m;
-      scale[j] = adjoint_scale(alpha, g, m);
+      g[j] = static_cast<acc_t>(gr[j]);
+      m[j] = edge_magnitude(m[j], eps);
     }
-    slab_sum += row_sum;
+    slab_sum += dot_in_lanes(g, m, W);
+    for (int j = 0; j < W; ++j) m[j] = adjoint_scale(alpha, g[j], m[j]);
     for (int d = 0; d < NDIM; ++d) {
       acc_t* __restrict vd = v + d * plane + int64_t(r) * W;
       const acc_t* __restrict gd = sc.g[d];
-      for (int j = 0; j < W; ++j) vd[j] = scale[j] * gd[j];
+      for (int j = 0; j < W; ++j) vd[j] = m[j] * gd[j];
     }
   }
   return slab_sum;
 }
 
-// Adjoint of a clamped 3-tap filter along the row: out[j] += sum_i adjoint_tap(filter, i, j) * in[i].
+// Adjoint along the row at a border sample j: the clamped taps of both filters.
 template <typename acc_t>
-void add_row_adjoint(int filter, const acc_t* __restrict in, acc_t* __restrict out, int W) {
-  if (W < 3) {
-    for (int j = 0; j < W; ++j) {
-      for (int i = std::max(j - 1, 0); i <= std::min(j + 1, W - 1); ++i) {
-        out[j] += acc_t(adjoint_tap(filter, i, j, W)) * in[i];
-      }
-    }
-    return;
+acc_t row_adjoint_at(const acc_t* deriv_in, const acc_t* smooth_in, int j, int W) {
+  acc_t sum = 0;
+  for (int i = std::max(j - 1, 0); i <= std::min(j + 1, W - 1); ++i) {
+    sum += acc_t(adjoint_tap(kDeriv, i, j, W)) * deriv_in[i] + acc_t(adjoint_tap(kSmooth, i, j, W)) * smooth_in[i];
   }
-  if (filter == kDeriv) {
-    for (int j = 1; j < W - 1; ++j) out[j] += in[j - 1] - in[j + 1];
-  } else {
-    for (int j = 1; j < W - 1; ++j) out[j] += in[j - 1] + 2 * in[j] + in[j + 1];
-  }
-  for (int j : {0, W - 1}) {
-    for (int i = std::max(j - 1, 0); i <= std::min(j + 1, W - 1); ++i) {
-      out[j] += acc_t(adjoint_tap(filter, i, j, W)) * in[i];
-    }
-  }
+  return sum;
 }
 
 // grad_x for the rows of slab s, from the v_d of slabs s-1, s, s+1 (ring slots).
@@ -184,12 +186,11 @@ void grad_input_slab(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int
   using acc_t = at::opmath_type<scalar_t>;
   const int W = f.inner;
   const int64_t plane = int64_t(f.middle) * W;
-  acc_t* s_inner = rows.data();       // feeds the inner derivative's adjoint (smooth across rows)
-  acc_t* s_smooth = rows.data() + W;  // feeds the inner smoothing's adjoint (other derivatives)
-  acc_t* acc = rows.data() + 2 * W;
+  acc_t* __restrict s_inner = rows.data();       // feeds the inner derivative's adjoint
+  acc_t* __restrict s_smooth = rows.data() + W;  // feeds the inner smoothing's adjoint
   const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
   for (int r = 0; r < f.middle; ++r) {
-    std::fill(rows.begin(), rows.begin() + 3 * W, acc_t(0));
+    std::fill(rows.begin(), rows.begin() + 2 * W, acc_t(0));
     for (int os = -1; os <= 1; ++os) {
       const int sn = s + os;
       if (sn < 0 || sn >= f.outer) continue;
@@ -209,11 +210,16 @@ void grad_input_slab(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int
         }
       }
     }
-    add_row_adjoint<acc_t>(kDeriv, s_inner, acc, W);
-    add_row_adjoint<acc_t>(kSmooth, s_smooth, acc, W);
+    // Along the row: interior samples see the flipped taps, border samples the clamped ones.
     const scalar_t* __restrict gr = gy + f.row_offset(s, r);
     scalar_t* __restrict out = gx + f.row_offset(s, r);
-    for (int j = 0; j < W; ++j) out[j] = static_cast<scalar_t>(static_cast<acc_t>(gr[j]) + acc[j] * inv);
+    for (int j = 1; j < W - 1; ++j) {
+      const acc_t adj = s_inner[j - 1] - s_inner[j + 1] + s_smooth[j - 1] + 2 * s_smooth[j] + s_smooth[j + 1];
+      out[j] = static_cast<scalar_t>(static_cast<acc_t>(gr[j]) + adj * inv);
+    }
+    for (int j : {0, W - 1}) {
+      out[j] = static_cast<scalar_t>(static_cast<acc_t>(gr[j]) + row_adjoint_at(s_inner, s_smooth, j, W) * inv);
+    }
   }
 }
 
@@ -288,7 +294,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
       at::parallel_for(0, e.planes, 1, [&](int64_t begin, int64_t end) {
         Scratch<acc_t> sc(f.inner);
         std::vector<acc_t> ring(3 * int64_t(NDIM) * f.middle * f.inner);
-        std::vector<acc_t> rows(3 * f.inner);
+        std::vector<acc_t> rows(2 * f.inner);
         for (int64_t p = begin; p < end; ++p) {
           const int64_t off = p * e.volume();
           partial[p] = backward_volume<NDIM>(gp + off, xp + off, gxp + off, static_cast<acc_t>(ap[p % e.channels]),

@@ -1,0 +1,53 @@
+"""Whole-image inference shared by validation and evaluation.
+
+- 2D model, 2D image: one forward pass.
+- 2D model, 3D volume: slice by slice along the last axis, in batches.
+- 3D model: sliding window with Gaussian blending (MONAI's SlidingWindowInferer); a volume no
+  larger than the window is one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from monai.inferers import SlidingWindowInferer
+
+Network = Callable[[torch.Tensor], torch.Tensor]
+
+
+def predict_logits(
+    net: Network,
+    image: torch.Tensor,
+    model_dims: int,
+    roi_size: Sequence[int],
+    sw_batch_size: int = 4,
+    overlap: float = 0.5,
+    slice_batch: int = 32,
+) -> torch.Tensor:
+    """Logits of shape (N, classes, *spatial) for an image of shape (N, C, *spatial)."""
+    image_dims = image.dim() - 2
+    if model_dims == 2 and image_dims == 3:
+        return _slice_by_slice(net, image, slice_batch)
+    if model_dims == 3 and any(s > r for s, r in zip(image.shape[2:], roi_size)):
+        inferer = SlidingWindowInferer(
+            roi_size=list(roi_size), sw_batch_size=sw_batch_size, overlap=overlap, mode="gaussian", padding_mode="replicate"
+        )
+        return inferer(image, net)
+    return net(image)
+
+
+def _slice_by_slice(net: Network, volume: torch.Tensor, slice_batch: int) -> torch.Tensor:
+    n, c, h, w, d = volume.shape
+    slices = volume.permute(0, 4, 1, 2, 3).reshape(n * d, c, h, w)
+    logits = torch.cat([net(slices[i : i + slice_batch]) for i in range(0, n * d, slice_batch)])
+    return logits.reshape(n, d, -1, h, w).permute(0, 2, 3, 4, 1)
+
+
+def predict_with_flips(predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor) -> torch.Tensor:
+    """Test-time augmentation: mean softmax over the identity and a flip of each spatial axis."""
+    spatial = range(2, image.dim())
+    probabilities = predict(image).softmax(1)
+    for axis in spatial:
+        probabilities += predict(image.flip(axis)).softmax(1).flip(axis)
+    return probabilities / (1 + len(spatial))

@@ -1,0 +1,60 @@
+"""Per-case, per-class segmentation metrics, shared by validation and evaluation.
+
+Dice follows nnU-Net: 2 TP / (2 TP + FP + FN) from label maps, NaN when a class is absent from
+both the prediction and the reference (left out of every mean), 0 when it is in only one.
+HD95 is MONAI's 95th-percentile Hausdorff distance in physical units (voxel spacing), NaN when
+either side is empty.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from monai.metrics import compute_hausdorff_distance
+
+
+def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classes: int) -> list[float]:
+    """Dice of classes 1..num_classes-1 between two integer label maps of the same shape."""
+    scores = []
+    for c in range(1, num_classes):
+        pred_c = prediction == c
+        ref_c = reference == c
+        tp = (pred_c & ref_c).sum().item()
+        fp = (pred_c & ~ref_c).sum().item()
+        fn = (~pred_c & ref_c).sum().item()
+        denominator = 2 * tp + fp + fn
+        scores.append(2 * tp / denominator if denominator else math.nan)
+    return scores
+
+
+def hd95_per_class(
+    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, spacing: Sequence[float] | None = None
+) -> list[float]:
+    """95th-percentile Hausdorff distance of classes 1..num_classes-1 (spatial label maps)."""
+    scores = []
+    for c in range(1, num_classes):
+        pred_c = (prediction == c)[None, None]
+        ref_c = (reference == c)[None, None]
+        if not pred_c.any() or not ref_c.any():
+            scores.append(math.nan)
+            continue
+        distance = compute_hausdorff_distance(
+            pred_c, ref_c, include_background=True, percentile=95, spacing=list(spacing) if spacing else None
+        )
+        scores.append(float(distance.item()))
+    return scores
+
+
+def nanmean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def mean_per_class(per_case: Sequence[Sequence[float]]) -> list[float]:
+    """Per-class mean over cases, NaN cases left out."""
+    if not per_case:
+        return []
+    return [nanmean([case[c] for case in per_case]) for c in range(len(per_case[0]))]

@@ -1,0 +1,99 @@
+"""EdgeUNet: a residual U-Net in MONAI's style with edge-enhancement layers placed by config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from monai.networks.blocks import Convolution, ResidualUnit
+from torch import nn
+
+from ops import EdgeEnhance
+
+PLACEMENTS = ("input", "skips")
+
+
+class EdgeUNet(nn.Module):
+    """U-Net with the constructor of monai.networks.nets.UNet plus edge layers.
+
+    Encoder level i turns channels[i-1] into channels[i] with stride strides[i-1]; the decoder
+    mirrors it and concatenates each encoder output (the skip). ``edge_placement`` puts an
+    ``ops.EdgeEnhance`` on the input image ("input") and/or on every skip ("skips");
+    an empty placement is the plain U-Net, for ablations.
+    """
+
+    def __init__(
+        self,
+        spatial_dims: int,
+        in_channels: int,
+        out_channels: int,
+        channels: Sequence[int] = (16, 32, 64, 128),
+        strides: Sequence[int] = (2, 2, 2),
+        num_res_units: int = 1,
+        norm: str | tuple = "instance",
+        act: str | tuple = "prelu",
+        dropout: float = 0.0,
+        edge_placement: Sequence[str] = PLACEMENTS,
+        edge_alpha_init: float = 0.1,
+        edge_backend: str = "auto",
+    ):
+        super().__init__()
+        if spatial_dims not in (2, 3):
+            raise ValueError(f"EdgeUNet: spatial_dims must be 2 or 3, got {spatial_dims}")
+        if len(channels) < 2 or len(strides) != len(channels) - 1:
+            raise ValueError(
+                f"EdgeUNet: need at least 2 channels and one stride per level below the top "
+                f"(len(strides) == len(channels) - 1), got channels={list(channels)}, strides={list(strides)}"
+            )
+        unknown = set(edge_placement) - set(PLACEMENTS)
+        if unknown:
+            raise ValueError(f"EdgeUNet: edge placement must be a subset of {list(PLACEMENTS)}, got {sorted(unknown)}")
+
+        def residual(cin: int, cout: int, stride: int = 1) -> nn.Module:
+            return ResidualUnit(
+                spatial_dims, cin, cout, strides=stride, subunits=max(num_res_units, 1), act=act, norm=norm, dropout=dropout
+            )
+
+        def edge(c: int, where: str) -> nn.Module:
+            if where not in edge_placement:
+                return nn.Identity()
+            return EdgeEnhance(c, backend=edge_backend, alpha_init=edge_alpha_init)
+
+        self.input_edge = edge(in_channels, "input")
+        self.stem = residual(in_channels, channels[0])
+        self.down = nn.ModuleList(residual(channels[i], channels[i + 1], strides[i]) for i in range(len(strides)))
+        self.skip_edges = nn.ModuleList(edge(channels[i], "skips") for i in range(len(strides)))
+        self.upsample = nn.ModuleList(
+            Convolution(
+                spatial_dims, channels[i + 1], channels[i], strides=strides[i], kernel_size=3, act=act, norm=norm,
+                dropout=dropout, is_transposed=True,
+            )
+            for i in range(len(strides))
+        )
+        self.fuse = nn.ModuleList(residual(2 * channels[i], channels[i]) for i in range(len(strides)))
+        self.head = Convolution(spatial_dims, channels[0], out_channels, kernel_size=1, conv_only=True)
+        self.downsampling = int(torch.tensor(list(strides)).prod())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Pad each spatial axis up to a multiple of the total stride so that the decoder's
+        # upsampled maps line up with the skips, then crop the logits back.
+        size = x.shape[2:]
+        pad = [(-s) % self.downsampling for s in size]
+        if any(pad):
+            x = F.pad(x, [p for extra in reversed(pad) for p in (0, extra)], mode="replicate")
+        logits = self._unet(x)
+        return logits[(..., *(slice(0, s) for s in size))] if any(pad) else logits
+
+    def _unet(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(self.input_edge(x))
+        skips = []
+        for down, skip_edge in zip(self.down, self.skip_edges):
+            skips.append(skip_edge(h))
+            h = down(h)
+        for i in reversed(range(len(self.down))):
+            h = self.fuse[i](torch.cat([skips[i], self.upsample[i](h)], dim=1))
+        return self.head(h)
+
+    def edge_layers(self) -> list[EdgeEnhance]:
+        return [m for m in self.modules() if isinstance(m, EdgeEnhance)]
