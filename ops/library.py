@@ -30,7 +30,7 @@ import torch
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 CPU_SOURCES = ("schema.cpp", "cpu/edge_enhance.cpp", "cpu/emulation.cpp")
 CUDA_SOURCES = ("cuda/edge_enhance.cu",)
-CPU_FLAGS = ("-O3", "-fno-math-errno", "-mavx2", "-mfma")  # no errno from sqrt, so its loops vectorize
+CPU_FLAGS = ("-O3", "-fno-math-errno")  # no errno from sqrt, so its loops vectorize
 CUDA_FLAGS = ("-O3", "-lineinfo")
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100, H100/H200, and PTX for anything newer
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
@@ -155,11 +155,20 @@ def _build(name: str, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs
     return BuiltLibrary(name, build_dir / f"{name}.so", time.perf_counter() - start)
 
 
+def cpu_flags() -> tuple[str, ...]:
+    """Vector instructions as far as this CPU has them (what torch itself dispatches to); the
+    flags are part of the build's hash, so a machine with another CPU builds its own."""
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        return CPU_FLAGS + ("-mavx2", "-mfma")
+    return CPU_FLAGS
+
+
 @functools.cache
 def load_cpu_library() -> BuiltLibrary:
     """Build (if needed) and load the CPU library; idempotent within a process."""
     _require_compiler()
-    return _build("segnet_ops_cpu", CPU_SOURCES, CPU_FLAGS, extra_cflags=list(CPU_FLAGS), with_cuda=False)
+    flags = cpu_flags()
+    return _build("segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), with_cuda=False)
 
 
 def build_cuda_library() -> BuiltLibrary:
@@ -172,7 +181,7 @@ def build_cuda_library() -> BuiltLibrary:
         "segnet_ops_cuda",
         CUDA_SOURCES,
         flags,
-        extra_cflags=list(CPU_FLAGS),
+        extra_cflags=list(cpu_flags()),
         extra_cuda_cflags=list(CUDA_FLAGS),
         extra_include_paths=_pip_cuda_includes(),
         with_cuda=True,

@@ -1,0 +1,1 @@
+"""segnet: medical image segmentation training with a fused edge-enhancement operator."""

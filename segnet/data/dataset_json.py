@@ -1,0 +1,154 @@
+"""Reading a dataset folder's dataset.json: Medical Segmentation Decathlon or nnU-Net v2 raw.
+
+Decathlon: "modality" and "labels" ({"0": "background", ...}), "training" as image/label pairs,
+optional "validation" and "test" lists. nnU-Net v2: "channel_names", "labels"
+({"background": 0, ...}), "file_ending"; cases are imagesTr/{case}_0000{ending} (one file per
+channel) with labelsTr/{case}{ending}.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DatasetError
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    images: tuple[str, ...]  # one file holding all channels, or one file per channel
+    label: str | None
+
+
+@dataclass(frozen=True)
+class DatasetDescription:
+    root: Path
+    layout: str  # "decathlon" or "nnunet"
+    channel_names: tuple[str, ...]
+    class_names: tuple[str, ...]  # index = label value, background first
+    training: tuple[Case, ...]
+    validation: tuple[Case, ...] | None
+    test: tuple[Case, ...] = field(default=())
+
+    @property
+    def in_channels(self) -> int:
+        return len(self.channel_names)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+
+def _fail(path: Path, problem: str) -> DatasetError:
+    return DatasetError(f"{path}: {problem}")
+
+
+def _resolve(root: Path, entry: str, json_path: Path) -> str:
+    path = (root / entry).resolve()
+    if not path.exists():
+        raise _fail(json_path, f"lists {entry!r}, which does not exist under {root}")
+    return str(path)
+
+
+def _case_name(file_name: str) -> str:
+    name = Path(file_name).name
+    for ending in (".nii.gz", ".nii", ".nrrd", ".mha", ".npz"):
+        if name.endswith(ending):
+            return name[: -len(ending)]
+    return Path(name).stem
+
+
+def _class_names_decathlon(labels: dict, json_path: Path) -> tuple[str, ...]:
+    try:
+        by_value = {int(value): str(name) for value, name in labels.items()}
+    except ValueError as error:
+        raise _fail(json_path, f'"labels" keys must be label values ("0", "1", ...): {error}') from None
+    return _contiguous(by_value, json_path)
+
+
+def _class_names_nnunet(labels: dict, json_path: Path) -> tuple[str, ...]:
+    by_value: dict[int, str] = {}
+    for name, value in labels.items():
+        if not isinstance(value, int):
+            raise _fail(json_path, f'label {name!r} has value {value!r}; region-based labels are not supported')
+        by_value[value] = str(name)
+    return _contiguous(by_value, json_path)
+
+
+def _contiguous(by_value: dict[int, str], json_path: Path) -> tuple[str, ...]:
+    if sorted(by_value) != list(range(len(by_value))) or len(by_value) < 2:
+        raise _fail(json_path, f'"labels" must number classes 0..K-1 with K >= 2, got values {sorted(by_value)}')
+    return tuple(by_value[v] for v in range(len(by_value)))
+
+
+def _decathlon_cases(root: Path, entries: list, json_path: Path, key: str, labelled: bool) -> tuple[Case, ...]:
+    cases = []
+    for entry in entries:
+        image = entry["image"] if isinstance(entry, dict) else entry
+        if not isinstance(image, str) or (labelled and not isinstance(entry, dict)):
+            raise _fail(json_path, f'"{key}" entries must be {{"image": ..., "label": ...}}, got {entry!r}')
+        label = entry.get("label") if isinstance(entry, dict) else None
+        cases.append(
+            Case(_case_name(image), (_resolve(root, image, json_path),), _resolve(root, label, json_path) if label else None)
+        )
+    return tuple(cases)
+
+
+def _nnunet_cases(root: Path, folder: str, ending: str, channels: int, labelled: bool) -> tuple[Case, ...]:
+    image_dir = root / folder
+    if not image_dir.is_dir():
+        return ()
+    cases = []
+    for first in sorted(image_dir.glob(f"*_0000{ending}")):
+        name = first.name[: -len(f"_0000{ending}")]
+        images = tuple(str(image_dir / f"{name}_{c:04d}{ending}") for c in range(channels))
+        missing = [p for p in images if not Path(p).exists()]
+        if missing:
+            raise DatasetError(f"{image_dir}: case {name} lacks channel file(s) {', '.join(Path(p).name for p in missing)}")
+        label = root / folder.replace("images", "labels") / f"{name}{ending}"
+        if labelled and not label.exists():
+            raise DatasetError(f"{label} is missing: every case in {folder} needs its label map")
+        cases.append(Case(name, images, str(label) if labelled else None))
+    return tuple(cases)
+
+
+@functools.lru_cache(maxsize=8)
+def describe_dataset(root: str) -> DatasetDescription:
+    """Parse and check root/dataset.json; DatasetError says exactly what is wrong."""
+    folder = Path(root).expanduser()
+    if not folder.is_dir():
+        raise DatasetError(f"data.root={root} is not a folder; point it at a dataset with dataset.json, imagesTr, labelsTr")
+    json_path = folder / "dataset.json"
+    if not json_path.is_file():
+        raise DatasetError(f"{json_path} is missing: data.root must be a Decathlon or nnU-Net raw dataset folder")
+    try:
+        spec = json.loads(json_path.read_text())
+    except json.JSONDecodeError as error:
+        raise _fail(json_path, f"is not valid JSON ({error})") from None
+    if not isinstance(spec, dict) or "labels" not in spec:
+        raise _fail(json_path, 'has no "labels" entry (class names by label value)')
+    if "channel_names" in spec:  # nnU-Net v2
+        ending = spec.get("file_ending", ".nii.gz")
+        channels = tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
+        training = _nnunet_cases(folder, "imagesTr", ending, len(channels), labelled=True)
+        if not training:
+            raise _fail(json_path, f"describes an nnU-Net dataset but imagesTr has no *_0000{ending} files")
+        return DatasetDescription(
+            folder, "nnunet", channels, _class_names_nnunet(spec["labels"], json_path), training, None,
+            _nnunet_cases(folder, "imagesTs", ending, len(channels), labelled=False),
+        )
+    if "modality" not in spec or "training" not in spec:
+        raise _fail(json_path, 'needs "modality" and "training" (Decathlon) or "channel_names" (nnU-Net v2)')
+    channels = tuple(str(spec["modality"][k]) for k in sorted(spec["modality"], key=int))
+    training = _decathlon_cases(folder, spec["training"], json_path, "training", labelled=True)
+    if not training:
+        raise _fail(json_path, '"training" lists no cases')
+    validation = spec.get("validation")
+    return DatasetDescription(
+        folder, "decathlon", channels, _class_names_decathlon(spec["labels"], json_path), training,
+        _decathlon_cases(folder, validation, json_path, "validation", labelled=True) if validation else None,
+        _decathlon_cases(folder, spec.get("test", []), json_path, "test", labelled=False),
+    )

@@ -1,0 +1,83 @@
+"""DataModule over a Medical Segmentation Decathlon or nnU-Net v2 raw dataset folder."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import lightning as L
+from monai.data import CacheDataset, DataLoader
+
+from ..errors import ConfigError
+from .dataset_json import Case, describe_dataset
+from .transforms import eval_transforms, train_transforms
+
+
+def case_dicts(cases: Sequence[Case]) -> list[dict]:
+    """MONAI data dicts; a multi-file image (one file per channel) loads as one stacked image."""
+    items = []
+    for case in cases:
+        item = {"image": list(case.images) if len(case.images) > 1 else case.images[0], "name": case.name}
+        if case.label is not None:
+            item["label"] = case.label
+        items.append(item)
+    return items
+
+
+def split_cases(
+    training: Sequence[Case], validation: Sequence[Case] | None, val_fraction: float, seed: int
+) -> tuple[list[Case], list[Case]]:
+    """The dataset's own validation list when it has one, else a seeded split of training."""
+    if validation:
+        return list(training), list(validation)
+    if not 0 < val_fraction < 1:
+        raise ConfigError(f"data.val_fraction={val_fraction}; use a fraction between 0 and 1")
+    shuffled = list(training)
+    random.Random(seed).shuffle(shuffled)
+    n_val = max(1, round(len(shuffled) * val_fraction))
+    if n_val >= len(shuffled):
+        raise ConfigError(f"{len(shuffled)} training case(s) cannot be split with data.val_fraction={val_fraction}")
+    return shuffled[n_val:], shuffled[:n_val]
+
+
+class DecathlonDataModule(L.LightningDataModule):
+    def __init__(
+        self, root: str, spatial_dims: int = 3, patch_size: Sequence[int] = (96, 96, 96), val_fraction: float = 0.2,
+        samples_per_volume: int = 2, batch_size: int = 2, cache_rate: float = 1.0, num_workers: int = 2,
+        seed: int = 0, **_: object,
+    ):
+        super().__init__()
+        self.description = describe_dataset(str(root))
+        self.spatial_dims = spatial_dims
+        self.patch_size = list(patch_size)
+        self.samples_per_volume = samples_per_volume
+        self.batch_size = batch_size
+        self.cache_rate = cache_rate
+        self.num_workers = num_workers
+        self.train_cases, self.val_cases = split_cases(
+            self.description.training, self.description.validation, val_fraction, seed
+        )
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage in ("fit", None) and not hasattr(self, "train_set"):
+            self.train_set = CacheDataset(
+                case_dicts(self.train_cases),
+                train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume),
+                cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
+            )
+        if not hasattr(self, "val_set"):
+            self.val_set = CacheDataset(
+                case_dicts(self.val_cases), eval_transforms(with_label=True), cache_rate=self.cache_rate,
+                num_workers=self.num_workers or None, progress=False,
+            )
+
+    def train_dataloader(self) -> DataLoader:
+        # Each volume yields samples_per_volume crops, so a batch holds batch_size * that many.
+        return DataLoader(
+            self.train_set, batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        # Whole volumes of different sizes: one per batch.
+        return DataLoader(self.val_set, batch_size=1, num_workers=self.num_workers)

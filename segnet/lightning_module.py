@@ -1,0 +1,112 @@
+"""The LightningModule: DiceCE loss, AdamW with warm-up and cosine decay, per-class validation
+Dice (segnet.metrics), whole-image validation inference (segnet.inference), TensorBoard images.
+
+Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
+enough to evaluate it (scripts/evaluate.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger
+from monai.losses import DiceCELoss
+
+from .inference import predict_logits
+from .metrics import dice_per_class, mean_per_class, nanmean
+from .network import EdgeUNet
+from .visualize import validation_panel
+
+
+def build_network(model: dict[str, Any], data: dict[str, Any], backend: str) -> EdgeUNet:
+    return EdgeUNet(
+        spatial_dims=data["spatial_dims"],
+        in_channels=data["in_channels"],
+        out_channels=data["num_classes"],
+        channels=model["channels"],
+        strides=model["strides"],
+        num_res_units=model["num_res_units"],
+        norm=model["norm"],
+        act=model["act"],
+        dropout=model["dropout"],
+        edge_placement=model["edge"]["placement"],
+        edge_alpha_init=model["edge"]["alpha_init"],
+        edge_backend=backend,
+    )
+
+
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+    """Learning-rate factor: linear warm-up to 1, then cosine decay to min_lr_ratio."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class SegmentationModule(L.LightningModule):
+    def __init__(
+        self,
+        model: dict[str, Any],
+        data: dict[str, Any],
+        optim: dict[str, Any],
+        inference: dict[str, Any],
+        backend: str = "auto",
+        compile: bool = False,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = build_network(model, data, backend)
+        if compile:
+            self.net.compile()  # in place: parameter names, and so checkpoints, stay as without it
+        self.loss = DiceCELoss(to_onehot_y=True, softmax=True)
+        self.class_names = list(data["class_names"])
+        self._val_dice: list[list[float]] = []
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.net(image)
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        loss = self.loss(self.net(batch["image"]), batch["label"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["image"].shape[0])
+        return loss
+
+    def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
+        inference = self.hparams.inference
+        return predict_logits(
+            self.net, image, self.hparams.data["spatial_dims"], inference["roi_size"], inference["sw_batch_size"],
+            inference["overlap"],
+        )
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        prediction = self.predict_logits(batch["image"]).argmax(1, keepdim=True)
+        for pred, label in zip(prediction, batch["label"]):
+            self._val_dice.append(dice_per_class(pred, label, len(self.class_names)))
+        if batch_idx == 0:
+            self._log_panel(batch["image"][0], prediction[0], batch["label"][0])
+
+    def on_validation_epoch_end(self) -> None:
+        per_class = mean_per_class(self._val_dice)
+        self._val_dice.clear()
+        if not per_class:
+            return
+        for name, value in zip(self.class_names[1:], per_class):
+            self.log(f"val/dice_{name}", value, sync_dist=True)
+        self.log("val/dice_mean", nanmean(per_class), prog_bar=True, sync_dist=True)
+
+    def _log_panel(self, image: torch.Tensor, prediction: torch.Tensor, label: torch.Tensor) -> None:
+        if isinstance(self.logger, TensorBoardLogger) and self.global_rank == 0 and not self.trainer.sanity_checking:
+            panel = validation_panel(image, prediction, label)
+            self.logger.experiment.add_image("val/image_edges_prediction_label", panel, self.global_step)
+
+    def configure_optimizers(self):
+        optim = self.hparams.optim
+        optimizer = torch.optim.AdamW(self.parameters(), lr=optim["lr"], weight_decay=optim["weight_decay"])
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = min(optim["warmup_steps"], max(total // 10, 1))
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: warmup_cosine(step, warmup, total, optim["min_lr_ratio"])
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -1,0 +1,151 @@
+"""From a composed configuration to a finished run: check it, build the objects, fit, validate,
+and write metrics.json into the run folder. train.py calls train(); nothing here parses argv."""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import resource
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+import ops
+
+from .callbacks import StepTimer
+from .errors import ConfigError
+from .lightning_module import SegmentationModule
+
+log = logging.getLogger(__name__)
+
+
+def trainer_uses_gpu(trainer_cfg: DictConfig) -> bool:
+    accelerator = str(trainer_cfg.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda"):
+        return True
+    return accelerator == "auto" and torch.cuda.is_available()
+
+
+def resolve_run_backend(cfg: DictConfig) -> str:
+    """The op backend this run will use, or a ConfigError saying what to use instead."""
+    backend = cfg.op.backend
+    if backend not in ops.BACKENDS:
+        raise ConfigError(f"op.backend={backend} is not a backend; use one of {', '.join(ops.BACKENDS)}")
+    gpu = trainer_uses_gpu(cfg.trainer)
+    if gpu and not torch.cuda.is_available():
+        raise ConfigError(
+            f"trainer.accelerator={cfg.trainer.accelerator} needs a GPU but none is visible; use trainer=cpu"
+        )
+    if backend == "cuda" and not gpu:
+        reason = "no GPU is visible" if not torch.cuda.is_available() else "the trainer runs on the CPU"
+        raise ConfigError(f"op.backend=cuda needs a GPU trainer but {reason}; use op.backend=cpp or op.backend=auto")
+    if backend == "cpp" and gpu:
+        raise ConfigError(
+            "op.backend=cpp runs on the CPU but the trainer uses the GPU; use op.backend=cuda or op.backend=auto "
+            "(or trainer=cpu)"
+        )
+    device = torch.device("cuda" if gpu else "cpu")
+    resolved = ops.resolve_backend(backend, device)
+    log.info("edge op backend: %s (requested %s, device %s)", resolved, backend, device.type)
+    return resolved
+
+
+def check_data_config(data: DictConfig) -> None:
+    if len(data.class_names) != data.num_classes:
+        raise ConfigError(
+            f"data.class_names has {len(data.class_names)} names but data.num_classes={data.num_classes}; "
+            "give one name per class, background first"
+        )
+    if data.spatial_dims not in (2, 3):
+        raise ConfigError(f"data.spatial_dims={data.spatial_dims}; use 2 or 3")
+
+
+def peak_memory_mb(device: torch.device) -> tuple[float, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
+    # ru_maxrss is in KiB on Linux: the whole process's peak resident memory.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_peak_rss"
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("segnet", "torch", "lightning", "monai", "hydra-core"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
+    to_dict = lambda node: OmegaConf.to_container(node, resolve=True)  # noqa: E731
+    return SegmentationModule(
+        model=to_dict(cfg.model),
+        data=to_dict(cfg.data),
+        optim=to_dict(cfg.optim),
+        inference=to_dict(cfg.inference),
+        backend=backend,
+        compile=bool(cfg.compile),
+    )
+
+
+def _score(value: Any) -> float:
+    return float(value) if value is not None else float("nan")
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Fit, validate the final weights, and return (and write) the run's metrics."""
+    check_data_config(cfg.data)
+    if cfg.ckpt_path is not None and not Path(cfg.ckpt_path).is_file():
+        raise ConfigError(f"ckpt_path={cfg.ckpt_path} is not a file; point it at a run's checkpoints/last.ckpt")
+    backend = resolve_run_backend(cfg)
+    L.seed_everything(cfg.seed, workers=True)
+    output_dir = Path(cfg.paths.output_dir)
+
+    datamodule = instantiate(cfg.data)
+    module = build_module(cfg, backend)
+    callbacks = [instantiate(c) for c in cfg.callbacks.values()]
+    trainer: L.Trainer = instantiate(
+        cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger), profiler=instantiate(cfg.get("profiler"))
+    )
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    fit_seconds = time.perf_counter() - start
+    final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+
+    checkpoint = trainer.checkpoint_callback
+    timer = next(c for c in callbacks if isinstance(c, StepTimer))
+    memory, memory_kind = peak_memory_mb(module.device)
+    metrics = {
+        "val_dice_mean": _score(final.get("val/dice_mean")),
+        "best_val_dice_mean": _score(checkpoint.best_model_score if checkpoint else None),
+        "val_dice_per_class": {name: _score(final.get(f"val/dice_{name}")) for name in module.class_names[1:]},
+        **timer.summary(),
+        "peak_memory_mb": memory,
+        "peak_memory_kind": memory_kind,
+        "backend": backend,
+        "backend_requested": cfg.op.backend,
+        "compile": bool(cfg.compile),
+        "epochs": trainer.current_epoch,
+        "global_step": trainer.global_step,
+        "fit_seconds": fit_seconds,
+        "checkpoints": {
+            "best": checkpoint.best_model_path if checkpoint else "",
+            "last": str(output_dir / "checkpoints" / "last.ckpt"),
+        },
+        "versions": versions(),
+        "command": " ".join(sys.argv),
+    }
+    if trainer.is_global_zero:
+        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+        log.info("val Dice %.4f (best %.4f); metrics in %s", metrics["val_dice_mean"], metrics["best_val_dice_mean"],
+                 output_dir / "metrics.json")
+    return metrics
