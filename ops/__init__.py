@@ -3,11 +3,12 @@
 from .functional import BACKENDS, edge_enhance, resolve_backend
 from .library import OpsBuildError
 from .module import EdgeEnhance
-from .reference import edge_enhance_reference, edge_magnitude
+from .reference import INDUCTOR_OPTIONS, edge_enhance_reference, edge_magnitude
 
 __all__ = [
     "BACKENDS",
     "EdgeEnhance",
+    "INDUCTOR_OPTIONS",
     "OpsBuildError",
     "edge_enhance",
     "edge_enhance_reference",

@@ -62,9 +62,7 @@ def saved_bytes(fn, x: torch.Tensor, alpha: torch.Tensor) -> int:
 
 
 def backends_for(device: str) -> dict[str, object]:
-    # Inductor's channels-last layout optimization trips over replication_pad2d_backward in
-    # torch 2.14 (wrong stride assertion in backward); the composition compiles fine without it.
-    compiled = torch.compile(ops.edge_enhance_reference, options={"layout_optimization": False})
+    compiled = torch.compile(ops.edge_enhance_reference, options=ops.INDUCTOR_OPTIONS)
     backends = {
         "python": lambda x, a: ops.edge_enhance(x, a, backend="python"),
         "python+compile": lambda x, a: compiled(x, a),

@@ -13,7 +13,10 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from monai.data import MetaTensor
 from monai.losses import DiceCELoss
+
+import ops
 
 from .inference import predict_logits
 from .metrics import dice_per_class, mean_per_class, nanmean
@@ -38,6 +41,11 @@ def build_network(model: dict[str, Any], data: dict[str, Any], backend: str) -> 
     )
 
 
+def plain(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor without MONAI metadata (slicing a batched MetaTensor splits its metadata too)."""
+    return tensor.as_tensor() if isinstance(tensor, MetaTensor) else tensor
+
+
 def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
     """Learning-rate factor: linear warm-up to 1, then cosine decay to min_lr_ratio."""
     if step < warmup_steps:
@@ -60,7 +68,8 @@ class SegmentationModule(L.LightningModule):
         self.save_hyperparameters()
         self.net = build_network(model, data, backend)
         if compile:
-            self.net.compile()  # in place: parameter names, and so checkpoints, stay as without it
+            # In place: parameter names, and so checkpoints, stay as without it.
+            self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
         self.loss = DiceCELoss(to_onehot_y=True, softmax=True)
         self.class_names = list(data["class_names"])
         self._val_dice: list[list[float]] = []
@@ -81,11 +90,12 @@ class SegmentationModule(L.LightningModule):
         )
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        prediction = self.predict_logits(batch["image"]).argmax(1, keepdim=True)
-        for pred, label in zip(prediction, batch["label"]):
+        image, labels = plain(batch["image"]), plain(batch["label"])
+        prediction = self.predict_logits(image).argmax(1, keepdim=True)
+        for pred, label in zip(prediction, labels):
             self._val_dice.append(dice_per_class(pred, label, len(self.class_names)))
         if batch_idx == 0:
-            self._log_panel(batch["image"][0], prediction[0], batch["label"][0])
+            self._log_panel(image[0], prediction[0], labels[0])
 
     def on_validation_epoch_end(self) -> None:
         per_class = mean_per_class(self._val_dice)

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 import ops
 
 from .callbacks import StepTimer
+from .data.dataset_json import describe_dataset
 from .errors import ConfigError
 from .lightning_module import SegmentationModule
 
@@ -59,6 +60,13 @@ def resolve_run_backend(cfg: DictConfig) -> str:
 
 
 def check_data_config(data: DictConfig) -> None:
+    if "root" in data.keys() and OmegaConf.is_missing(data, "root"):  # `in` skips missing values
+        raise ConfigError(
+            f"data.root is required for data={data.name}: point it at a dataset folder with dataset.json, "
+            "imagesTr and labelsTr, e.g. data.root=/data/Task04_Hippocampus"
+        )
+    if "root" in data.keys():
+        describe_dataset(str(data.root))  # its DatasetError, before the config's resolvers wrap it
     if len(data.class_names) != data.num_classes:
         raise ConfigError(
             f"data.class_names has {len(data.class_names)} names but data.num_classes={data.num_classes}; "

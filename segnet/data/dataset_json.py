@@ -133,22 +133,24 @@ def describe_dataset(root: str) -> DatasetDescription:
     if "channel_names" in spec:  # nnU-Net v2
         ending = spec.get("file_ending", ".nii.gz")
         channels = tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
+        class_names = _class_names_nnunet(spec["labels"], json_path)
         training = _nnunet_cases(folder, "imagesTr", ending, len(channels), labelled=True)
         if not training:
             raise _fail(json_path, f"describes an nnU-Net dataset but imagesTr has no *_0000{ending} files")
         return DatasetDescription(
-            folder, "nnunet", channels, _class_names_nnunet(spec["labels"], json_path), training, None,
+            folder, "nnunet", channels, class_names, training, None,
             _nnunet_cases(folder, "imagesTs", ending, len(channels), labelled=False),
         )
     if "modality" not in spec or "training" not in spec:
         raise _fail(json_path, 'needs "modality" and "training" (Decathlon) or "channel_names" (nnU-Net v2)')
     channels = tuple(str(spec["modality"][k]) for k in sorted(spec["modality"], key=int))
+    class_names = _class_names_decathlon(spec["labels"], json_path)
     training = _decathlon_cases(folder, spec["training"], json_path, "training", labelled=True)
     if not training:
         raise _fail(json_path, '"training" lists no cases')
     validation = spec.get("validation")
     return DatasetDescription(
-        folder, "decathlon", channels, _class_names_decathlon(spec["labels"], json_path), training,
+        folder, "decathlon", channels, class_names, training,
         _decathlon_cases(folder, validation, json_path, "validation", labelled=True) if validation else None,
         _decathlon_cases(folder, spec.get("test", []), json_path, "test", labelled=False),
     )

@@ -20,7 +20,7 @@ KEYS = ("image", "label")
 def load_transforms(with_label: bool) -> list:
     keys = list(KEYS) if with_label else ["image"]
     steps = [
-        T.LoadImaged(keys=keys, image_only=False),
+        T.LoadImaged(keys=keys, image_only=True),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
         T.Orientationd(keys=keys, axcodes="RAS"),
         T.NormalizeIntensityd(keys="image", nonzero=True, channel_wise=True),
@@ -48,6 +48,8 @@ def train_transforms(patch_size: Sequence[int], spatial_dims: int, samples_per_v
         T.RandShiftIntensityd(keys="image", offsets=0.1, prob=0.5),
         T.RandAdjustContrastd(keys="image", gamma=(0.7, 1.5), prob=0.3),
         T.RandGaussianNoised(keys="image", std=0.05, prob=0.2),
+        # Crops need no geometry any more; plain tensors also batch cleanly after a squeeze.
+        T.EnsureTyped(keys=list(KEYS), track_meta=False),
     ]
     return T.Compose(steps)
 

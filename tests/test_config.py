@@ -1,0 +1,119 @@
+"""Every option of every config group composes and resolves; bad values give one clear line."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from segnet.errors import ConfigError, DatasetError
+from segnet.run import resolve_run_backend, train
+from train_helpers import CONF, compose_config, run_train_script, tiny_overrides, write_decathlon
+
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def test_every_group_has_options():
+    assert set(GROUPS) >= {"op", "model", "data", "trainer", "logger", "callbacks", "experiment", "profiler"}
+
+
+@pytest.mark.parametrize(
+    "group,option", [(g, o) for g in GROUPS for o in group_options(g)], ids=lambda v: str(v)
+)
+def test_option_composes_and_resolves(group, option, tmp_path):
+    overrides = [f"{group}={option}"]
+    if (group, option) == ("data", "decathlon"):
+        overrides.append(f"data.root={write_decathlon(tmp_path / 'Task')}")
+    cfg = compose_config(overrides, output_dir=tmp_path)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert resolved["model"]["spatial_dims"] == resolved["data"]["spatial_dims"]
+    assert resolved["model"]["out_channels"] == resolved["data"]["num_classes"] == len(resolved["data"]["class_names"])
+    if group == "op":
+        assert resolved["op"]["backend"] == option
+
+
+def test_decathlon_channels_and_classes_come_from_dataset_json(tmp_path):
+    cfg = compose_config(["data=decathlon", f"data.root={write_decathlon(tmp_path / 'Task')}"], output_dir=tmp_path)
+    assert cfg.model.in_channels == 1
+    assert cfg.model.out_channels == 3
+    assert list(cfg.data.class_names) == ["background", "core", "shell"]
+
+
+def test_unknown_backend_is_rejected(tmp_path):
+    cfg = compose_config(["op.backend=triton", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="op.backend=triton is not a backend; use one of python, cpp, cuda, auto"):
+        resolve_run_backend(cfg)
+
+
+def test_cuda_backend_without_gpu_says_what_to_use(tmp_path):
+    cfg = compose_config(["op=cuda"], output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="op.backend=cuda needs a GPU trainer .* use op.backend=cpp or op.backend=auto"):
+        resolve_run_backend(cfg)
+
+
+def test_auto_resolves_to_cpp_on_a_cpu_trainer(tmp_path):
+    assert resolve_run_backend(compose_config(["trainer=cpu"], output_dir=tmp_path)) == "cpp"
+
+
+def test_missing_data_root_is_reported(tmp_path):
+    cfg = compose_config(["data=decathlon", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="data.root is required for data=decathlon"):
+        train(cfg)
+
+
+def test_data_root_that_does_not_exist_is_reported(tmp_path):
+    cfg = compose_config(["data=decathlon", f"data.root={tmp_path / 'nowhere'}", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(DatasetError, match="is not a folder"):
+        train(cfg)
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"modality": {"0": "MRI"}, "training": []}', 'has no "labels" entry'),
+        ('{"labels": {"0": "bg", "1": "fg"}}', 'needs "modality" and "training"'),
+        ('{"labels": {"0": "bg", "2": "fg"}, "modality": {"0": "CT"}, "training": [{"image": "a", "label": "b"}]}',
+         "must number classes 0..K-1"),
+        ('{"labels": {"0": "bg", "1": "fg"}, "modality": {"0": "CT"}, "training": [{"image": "./x.nii.gz", '
+         '"label": "./y.nii.gz"}]}', "lists './x.nii.gz', which does not exist"),
+    ],
+    ids=["json", "labels", "layout", "label-values", "missing-file"],
+)
+def test_malformed_dataset_json_is_reported(tmp_path, content, message):
+    root = tmp_path / "Task"
+    root.mkdir()
+    (root / "dataset.json").write_text(content)
+    cfg = compose_config(["data=decathlon", f"data.root={root}", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(DatasetError, match=message):
+        train(cfg)
+
+
+def test_class_names_must_match_the_class_count(tmp_path):
+    cfg = compose_config(["data.num_classes=4", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="data.class_names has 3 names but data.num_classes=4"):
+        train(cfg)
+
+
+def test_missing_checkpoint_is_reported(tmp_path):
+    cfg = compose_config([f"ckpt_path={tmp_path / 'none.ckpt'}", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="is not a file"):
+        train(cfg)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["op=cuda", *tiny_overrides()], "error: op.backend=cuda needs a GPU trainer"),
+        (["data=decathlon", "trainer=cpu"], "error: data.root is required for data=decathlon"),
+    ],
+    ids=["cuda-without-gpu", "missing-root"],
+)
+def test_train_script_prints_one_line_error(tmp_path, args, message):
+    result = run_train_script(args, tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(message)
+    assert "Traceback" not in result.stderr

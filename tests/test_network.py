@@ -1,0 +1,67 @@
+"""EdgeUNet: shapes, edge placement, backends and torch.compile of the whole network."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ops
+from segnet.network import EdgeUNet
+
+pytestmark = pytest.mark.usefixtures("cpu_library")
+
+
+def small_net(spatial_dims=2, backend="cpp", placement=("input", "skips")):
+    return EdgeUNet(spatial_dims, 2, 3, channels=(8, 16, 32), strides=(2, 2), edge_placement=placement,
+                    edge_alpha_init=0.5, edge_backend=backend)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 32, 32), (1, 2, 35, 51), (1, 2, 17, 20, 9)])
+def test_output_has_the_input_size_and_one_channel_per_class(shape):
+    net = small_net(spatial_dims=len(shape) - 2)
+    assert net(torch.randn(shape)).shape == (shape[0], 3, *shape[2:])
+
+
+@pytest.mark.parametrize(
+    "placement,expected_channels",
+    [(("input", "skips"), [2, 8, 16]), (("input",), [2]), (("skips",), [8, 16]), ((), [])],
+)
+def test_edge_layers_sit_where_the_config_says(placement, expected_channels):
+    net = small_net(placement=placement)
+    assert [layer.alpha.numel() for layer in net.edge_layers()] == expected_channels
+
+
+def test_python_and_cpp_backends_give_the_same_network_output():
+    torch.manual_seed(0)
+    net_cpp = small_net(backend="cpp")
+    net_py = small_net(backend="python")
+    net_py.load_state_dict(net_cpp.state_dict())
+    x = torch.randn(2, 2, 24, 40)
+    assert torch.allclose(net_cpp(x), net_py(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "python"])
+def test_whole_network_compiles_without_graph_breaks(backend):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    net = small_net(backend=backend)
+    options = ops.INDUCTOR_OPTIONS if backend == "python" else None
+    compiled = torch.compile(net, fullgraph=True, options=options)
+    x = torch.randn(2, 2, 32, 32)
+    eager_out = net(x)
+    eager_out.square().mean().backward()
+    eager_grad = net.input_edge.alpha.grad.clone()
+    net.zero_grad()
+    out = compiled(x)
+    out.square().mean().backward()
+    assert torch.allclose(out, eager_out, rtol=1e-4, atol=1e-5)
+    assert torch.allclose(net.input_edge.alpha.grad, eager_grad, rtol=1e-3, atol=1e-6)
+
+
+def test_bad_arguments_are_explained():
+    with pytest.raises(ValueError, match="len\\(strides\\) == len\\(channels\\) - 1"):
+        EdgeUNet(2, 1, 2, channels=(8, 16), strides=(2, 2))
+    with pytest.raises(ValueError, match="spatial_dims must be 2 or 3"):
+        EdgeUNet(1, 1, 2)
+    with pytest.raises(ValueError, match="subset of \\['input', 'skips'\\]"):
+        EdgeUNet(2, 1, 2, edge_placement=["decoder"])

@@ -1,0 +1,109 @@
+"""End-to-end training runs on tiny data: run folder, metrics.json, TensorBoard, resume, DDP."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from segnet.run import train
+from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides, write_decathlon
+
+METRIC_KEYS = {
+    "val_dice_mean", "best_val_dice_mean", "val_dice_per_class", "step_time_ms_median", "samples_per_s",
+    "peak_memory_mb", "backend", "compile", "epochs", "global_step", "versions",
+}
+
+
+def run(tmp_path, overrides):
+    return train(compose_config(overrides, output_dir=tmp_path))
+
+
+@pytest.mark.parametrize("backend", ["python", "cpp"])
+@pytest.mark.parametrize("spatial_dims", [2, 3])
+def test_tiny_run_writes_the_run_folder(tmp_path, backend, spatial_dims):
+    metrics = run(tmp_path, tiny_overrides(spatial_dims) + [f"op={backend}"])
+    assert (tmp_path / "checkpoints" / "best.ckpt").is_file()
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert METRIC_KEYS <= set(written)
+    assert written["backend"] == backend
+    assert written["global_step"] == metrics["global_step"] > 0
+    assert 0.0 <= written["val_dice_mean"] <= 1.0
+    assert set(written["val_dice_per_class"]) == {"class1", "class2"}
+    assert written["step_time_ms_median"] > 0 and written["samples_per_s"] > 0
+    assert written["versions"]["torch"] == torch.__version__.split("+")[0]
+
+
+def test_checkpoint_rebuilds_the_model_with_its_config(tmp_path):
+    from segnet.lightning_module import SegmentationModule
+
+    run(tmp_path, tiny_overrides() + ["op=cpp"])
+    module = SegmentationModule.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt", backend="python")
+    assert module.hparams.data["num_classes"] == 3
+    assert module.hparams.model["channels"] == [8, 16]
+    assert len(module.net.edge_layers()) == 2  # input + one skip
+    assert module.net.edge_layers()[0].backend == "python"
+
+
+def test_tensorboard_has_dice_scalars_and_an_image(tmp_path):
+    run(tmp_path, tiny_overrides())
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0}).Reload()
+    scalars = set(events.Tags()["scalars"])
+    assert {"val/dice_mean", "val/dice_class1", "val/dice_class2", "train/loss", "train/step_time_ms"} <= scalars
+    assert any(tag.startswith("lr-") for tag in scalars)
+    assert "val/image_edges_prediction_label" in events.Tags()["images"]
+
+
+def test_resume_continues_the_step_count(tmp_path):
+    first = run(tmp_path / "first", tiny_overrides())
+    steps_per_epoch = first["global_step"]
+    resumed = run(
+        tmp_path / "second",
+        tiny_overrides() + [f"ckpt_path={tmp_path / 'first' / 'checkpoints' / 'last.ckpt'}", "trainer.max_epochs=2"],
+    )
+    assert resumed["global_step"] == 2 * steps_per_epoch
+    assert resumed["epochs"] == 2
+
+
+def test_plain_unet_has_no_edge_layers(tmp_path):
+    from segnet.lightning_module import SegmentationModule
+
+    run(tmp_path, tiny_overrides() + ["model.edge.placement=[]"])
+    module = SegmentationModule.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert module.net.edge_layers() == []
+
+
+@pytest.mark.parametrize("spatial_dims", [2, 3])
+def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    patch = "[16,16]" if spatial_dims == 2 else "[16,16,16]"
+    metrics = run(
+        tmp_path / "run",
+        ["data=decathlon", f"data.root={root}", f"data.spatial_dims={spatial_dims}", f"data.patch_size={patch}",
+         "data.num_workers=0", "data.batch_size=1", "data.val_fraction=0.34", *TINY_MODEL, *TINY_TRAINER],
+    )
+    assert set(metrics["val_dice_per_class"]) == {"core", "shell"}
+    assert not math.isnan(metrics["val_dice_mean"])
+
+
+@pytest.mark.slow
+def test_compiled_run_matches_the_contract(tmp_path):
+    metrics = run(tmp_path, tiny_overrides() + ["op=cpp", "compile=true"])
+    assert metrics["compile"] is True
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes(tmp_path):
+    result = run_train_script(
+        tiny_overrides() + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "op=cpp"], tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["backend"] == "cpp"
+    # 8 training images over 2 ranks with batch 4: one step per epoch on each rank.
+    assert metrics["global_step"] == 1
