@@ -22,7 +22,10 @@ import torch.utils.benchmark as benchmark
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ops  # noqa: E402
 
-FULL_SHAPES = [(8, 32, 256, 256), (2, 16, 64, 96, 96)]
+FULL_SHAPES = {
+    "cpu": [(8, 32, 256, 256), (2, 16, 64, 96, 96)],
+    "cuda": [(16, 32, 256, 256), (8, 32, 256, 256), (2, 16, 64, 96, 96)],
+}
 QUICK_SHAPES = [(4, 16, 128, 128), (1, 8, 32, 48, 48)]
 
 
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda needs a visible GPU; run on a GPU machine or use --device cpu")
-    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES[args.device]
     min_run_time = 0.2 if args.quick else 1.0
     print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, float32")
     rows = [row for shape in shapes for row in bench_shape(shape, args.device, min_run_time)]
