@@ -1,8 +1,10 @@
 """OmegaConf resolvers used by conf/: ${dataset:ROOT,FIELD} reads a dataset folder's
-dataset.json, so channel and class counts are never typed twice."""
+dataset.json, so channel and class counts are never typed twice; ${runnable_backends:} is the
+sweep list of op backends this machine can run."""
 
 from __future__ import annotations
 
+import torch
 from omegaconf import OmegaConf
 
 from .data.dataset_json import describe_dataset
@@ -13,6 +15,13 @@ def _dataset_field(root: str, field: str):
     return list(value) if isinstance(value, tuple) else value
 
 
+def runnable_backends() -> str:
+    """Comma-separated, as a Hydra sweep value: python and cpp everywhere, cuda with a GPU."""
+    return "python,cpp,cuda" if torch.cuda.is_available() else "python,cpp"
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
+    if not OmegaConf.has_resolver("runnable_backends"):
+        OmegaConf.register_new_resolver("runnable_backends", runnable_backends)

@@ -76,11 +76,26 @@ def check_data_config(data: DictConfig) -> None:
         raise ConfigError(f"data.spatial_dims={data.spatial_dims}; use 2 or 3")
 
 
+def reset_peak_memory() -> None:
+    """Start peak-memory tracking afresh, so runs of one sweep process are measured apart."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:  # Linux: "5" resets the process's peak resident set size (VmHWM)
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def peak_memory_mb(device: torch.device) -> tuple[float, str]:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
-    # ru_maxrss is in KiB on Linux: the whole process's peak resident memory.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_peak_rss"
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024, "process_peak_rss"
+    # ru_maxrss (KiB on Linux) cannot be reset: the peak since the process started.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_peak_rss_since_start"
 
 
 def versions() -> dict[str, str]:
@@ -124,6 +139,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger), profiler=instantiate(cfg.get("profiler"))
     )
+    reset_peak_memory()
     start = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     fit_seconds = time.perf_counter() - start
