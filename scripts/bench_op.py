@@ -5,7 +5,8 @@
 Every backend that runs on the device, plus torch.compile of the python backend, in float32.
 Times are medians of torch.utils.benchmark on the machine's threads, all measured in one run
 so that their ratios hold on a noisy machine; x.clone() is the memory-bandwidth ceiling.
-Writes bench_op.csv (and, with matplotlib, bench_op.png) into --out and prints a table.
+Writes bench_op.csv and bench_op.png (time against size per backend) into --out and prints a
+Markdown table.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ops  # noqa: E402
 
 FULL_SHAPES = {
-    "cpu": [(8, 32, 256, 256), (2, 16, 64, 96, 96)],
+    "cpu": [(8, 32, 128, 128), (8, 32, 256, 256), (2, 16, 32, 48, 48), (2, 16, 64, 96, 96)],
     "cuda": [(16, 32, 256, 256), (8, 32, 256, 256), (2, 16, 64, 96, 96)],
 }
-QUICK_SHAPES = [(4, 16, 128, 128), (1, 8, 32, 48, 48)]
+QUICK_SHAPES = [(4, 16, 64, 64), (4, 16, 128, 128), (1, 8, 16, 24, 24), (1, 8, 32, 48, 48)]
 
 
 @dataclass
@@ -138,6 +139,41 @@ def print_table(rows: list[Row]) -> None:
         )
 
 
+def plot(rows: list[Row], path: Path) -> None:
+    """Forward and forward+backward time against tensor size, one line per backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def elements(shape: str) -> int:
+        return int(torch.tensor([int(s) for s in shape.split("x")]).prod())
+
+    def ndim(shape: str) -> int:
+        return shape.count("x") - 1
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, field, title in zip(axes, ("forward_ms", "forward_backward_ms"), ("forward", "forward + backward")):
+        for dims, style in ((2, "-"), (3, ":")):
+            for i, backend in enumerate(dict.fromkeys(r.backend for r in rows)):
+                points = sorted((elements(r.shape), getattr(r, field)) for r in rows if r.backend == backend and ndim(r.shape) == dims)
+                if points:
+                    ax.plot(*zip(*points), style, marker="o", color=f"C{i}", label=f"{backend} {dims}D")
+            clone = sorted({(elements(r.shape), r.clone_ms) for r in rows if ndim(r.shape) == dims})
+            if clone:
+                ax.plot(*zip(*clone), style, color="black", label=f"x.clone() {dims}D")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("elements")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("median time (ms)")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller shapes and shorter timing (under a minute)")
@@ -156,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
         writer.writeheader()
         writer.writerows(asdict(r) for r in rows)
-    print(f"wrote {args.out / 'bench_op.csv'}")
+    plot(rows, args.out / "bench_op.png")
+    print(f"wrote {args.out / 'bench_op.csv'} and {args.out / 'bench_op.png'}")
     return 0
 
 

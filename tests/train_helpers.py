@@ -72,13 +72,19 @@ def sphere_case(shape=(20, 24, 16), center=None, radius=5, seed=0) -> tuple[np.n
     return image, label
 
 
-def write_decathlon(root: Path, cases: int = 4, validation: bool = False, with_test: bool = False) -> Path:
+# Anisotropic voxels (2.5 x 0.8 x 1.2 mm) with permuted, flipped axes: far from RAS.
+OBLIQUE_AFFINE = np.array([[0, 0, -2.5, 10], [-0.8, 0, 0, 5], [0, 1.2, 0, -3], [0, 0, 0, 1.0]])
+
+
+def write_decathlon(
+    root: Path, cases: int = 4, validation: bool = False, with_test: bool = False, affine: np.ndarray | None = None
+) -> Path:
     """A tiny Task folder: dataset.json, imagesTr, labelsTr (and imagesTs)."""
     training = []
     for i in range(cases):
         image, label = sphere_case(seed=i, radius=4 + i % 2)
-        write_nifti(root / "imagesTr" / f"case_{i:03d}.nii.gz", image)
-        write_nifti(root / "labelsTr" / f"case_{i:03d}.nii.gz", label)
+        write_nifti(root / "imagesTr" / f"case_{i:03d}.nii.gz", image, affine)
+        write_nifti(root / "labelsTr" / f"case_{i:03d}.nii.gz", label, affine)
         training.append({"image": f"./imagesTr/case_{i:03d}.nii.gz", "label": f"./labelsTr/case_{i:03d}.nii.gz"})
     spec = {
         "name": "Tiny", "modality": {"0": "MRI"}, "labels": {"0": "background", "1": "core", "2": "shell"},
@@ -88,7 +94,19 @@ def write_decathlon(root: Path, cases: int = 4, validation: bool = False, with_t
         spec["validation"], spec["training"] = training[:1], training[1:]
     if with_test:
         image, _ = sphere_case(seed=99)
-        write_nifti(root / "imagesTs" / "case_900.nii.gz", image)
+        write_nifti(root / "imagesTs" / "case_900.nii.gz", image, affine)
         spec["test"] = ["./imagesTs/case_900.nii.gz"]
+    (root / "dataset.json").write_text(json.dumps(spec, indent=2))
+    return root
+
+
+def write_nnunet(root: Path, cases: int = 3) -> Path:
+    """A tiny nnU-Net v2 raw dataset: imagesTr/{case}_0000.nii.gz, labelsTr/{case}.nii.gz."""
+    for i in range(cases):
+        image, label = sphere_case(seed=10 + i)
+        write_nifti(root / "imagesTr" / f"tiny_{i:03d}_0000.nii.gz", image)
+        write_nifti(root / "labelsTr" / f"tiny_{i:03d}.nii.gz", label)
+    spec = {"channel_names": {"0": "T2"}, "labels": {"background": 0, "core": 1, "shell": 2},
+            "numTraining": cases, "file_ending": ".nii.gz"}
     (root / "dataset.json").write_text(json.dumps(spec, indent=2))
     return root

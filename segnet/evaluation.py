@@ -1,0 +1,172 @@
+"""Evaluation of a checkpoint on a dataset folder, shaped like nnU-Net's.
+
+Each case is loaded as in training (RAS orientation, per-volume normalization), predicted whole
+(slice by slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA), mapped
+back to the image's own geometry by inverting the loading transforms, written next to the
+others as a NIfTI with the image's affine, and scored against the label file as stored:
+per-class Dice and HD95 (mm, from the voxel spacing) and volumes (segnet.metrics).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nibabel as nib
+import numpy as np
+import torch
+from monai.data import MetaTensor
+from monai.transforms import Invertd
+from tqdm import tqdm
+
+from .data.dataset_json import Case, DatasetDescription
+from .data.decathlon import case_dicts, split_cases
+from .data.transforms import eval_transforms
+from .errors import ConfigError
+from .inference import predict_with_flips
+from .lightning_module import SegmentationModule, plain
+from .metrics import dice_per_class, hd95_per_class, nanmean
+
+SPLITS = ("validation", "test", "all")
+
+
+def select_cases(description: DatasetDescription, split: str, data_hparams: dict[str, Any]) -> list[Case]:
+    """The cases of a split; "validation" is the split the checkpoint was validated on."""
+    if split not in SPLITS:
+        raise ConfigError(f"data.split={split}; use one of {', '.join(SPLITS)}")
+    if split == "test":
+        if not description.test:
+            raise ConfigError(f"{description.root} lists no test images (imagesTs); use data.split=validation or all")
+        return list(description.test)
+    train, validation = split_cases(
+        description.training, description.validation, data_hparams.get("val_fraction", 0.2), data_hparams.get("seed", 0)
+    )
+    return validation if split == "validation" else train + validation + list(description.test)
+
+
+def check_compatible(module: SegmentationModule, description: DatasetDescription) -> None:
+    data = module.hparams.data
+    if data["in_channels"] != description.in_channels or data["num_classes"] != description.num_classes:
+        raise ConfigError(
+            f"the checkpoint expects {data['in_channels']} channel(s) and {data['num_classes']} classes, but "
+            f"{description.root} has {description.in_channels} and {description.num_classes}: evaluate on the "
+            "dataset the model was trained for"
+        )
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    prediction_file: Path
+    metrics: dict[str, dict[str, Any]] | None
+
+
+def score_case(prediction: np.ndarray, label_file: str, class_names: list[str]) -> dict[str, dict[str, Any]]:
+    label_image = nib.load(label_file)
+    reference = np.asarray(label_image.dataobj).astype(np.int64)
+    if reference.shape != prediction.shape:
+        raise ConfigError(f"{label_file} has shape {reference.shape} but its image {prediction.shape}")
+    spacing = [float(s) for s in label_image.header.get_zooms()[: reference.ndim]]
+    voxel_mm3 = float(np.prod(spacing))
+    pred_t, ref_t = torch.from_numpy(prediction), torch.from_numpy(reference)
+    dice = dice_per_class(pred_t, ref_t, len(class_names))
+    hd95 = hd95_per_class(pred_t, ref_t, len(class_names), spacing)
+    metrics = {}
+    for c in range(1, len(class_names)):
+        n_pred, n_ref = int((prediction == c).sum()), int((reference == c).sum())
+        metrics[str(c)] = {
+            "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "n_pred": n_pred, "n_ref": n_ref,
+            "volume_pred_mm3": n_pred * voxel_mm3, "volume_ref_mm3": n_ref * voxel_mm3,
+        }
+    return metrics
+
+
+def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image) -> nib.Nifti1Image:
+    """A uint8 NIfTI on the image's grid: same affine, qform and sform codes, no intensity scaling."""
+    out = nib.Nifti1Image(label_map.astype(np.uint8), image.affine)
+    qform, qcode = image.get_qform(coded=True)
+    sform, scode = image.get_sform(coded=True)
+    out.set_qform(qform if qform is not None else image.affine, int(qcode) if qform is not None else 1)
+    out.set_sform(sform if sform is not None else image.affine, int(scode) if sform is not None else 1)
+    out.header.set_xyzt_units(*image.header.get_xyzt_units())
+    return out
+
+
+class Evaluator:
+    def __init__(self, module: SegmentationModule, output_dir: Path, tta: bool = False):
+        self.module = module.eval()
+        self.output_dir = output_dir
+        self.tta = tta
+        self.class_names = list(module.hparams.data["class_names"])
+
+    @torch.no_grad()
+    def predict(self, image: torch.Tensor) -> torch.Tensor:
+        """Label map (1, *spatial) for one loaded image (C, *spatial)."""
+        batch = plain(image)[None].to(self.module.device)
+        if self.tta:
+            return predict_with_flips(self.module.predict_logits, batch).argmax(1)
+        return self.module.predict_logits(batch).argmax(1)
+
+    def run_case(self, item: dict[str, Any], case: Case) -> CaseResult:
+        transform = eval_transforms(with_label=False)
+        loaded = transform({"image": item["image"]})
+        prediction = self.predict(loaded["image"]).cpu().to(torch.uint8)
+        loaded["pred"] = MetaTensor(
+            prediction, meta=loaded["image"].meta, applied_operations=loaded["image"].applied_operations
+        )
+        # Back to the image's voxel grid: undo the loading transforms (orientation).
+        restored = Invertd(keys="pred", transform=transform, orig_keys="image", nearest_interp=True)(loaded)
+        label_map = np.asarray(restored["pred"][0]).astype(np.uint8)
+        first_image = nib.load(case.images[0])
+        path = self.output_dir / "predictions" / f"{case.name}.nii.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nib.save(label_image_like(label_map, first_image), str(path))
+        metrics = score_case(label_map, case.label, self.class_names) if case.label else None
+        return CaseResult(case, path, metrics)
+
+    def run(self, cases: list[Case]) -> list[CaseResult]:
+        items = case_dicts(cases)
+        return [self.run_case(item, case) for item, case in tqdm(list(zip(items, cases)), desc="evaluating", unit="case")]
+
+
+def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, Any]:
+    """nnU-Net-style summary: metric_per_case, mean per class, foreground_mean (NaN left out)."""
+    scored = [r for r in results if r.metrics is not None]
+    per_case = [
+        {
+            "image": list(r.case.images) if len(r.case.images) > 1 else r.case.images[0],
+            "label": r.case.label,
+            "prediction_file": str(r.prediction_file),
+            "metrics": r.metrics,
+        }
+        for r in results
+    ]
+    mean = {
+        str(c): {
+            "name": class_names[c],
+            "Dice": nanmean([r.metrics[str(c)]["Dice"] for r in scored]),
+            "HD95": nanmean([r.metrics[str(c)]["HD95"] for r in scored]),
+        }
+        for c in range(1, len(class_names))
+    }
+    foreground = {
+        "Dice": nanmean([m["Dice"] for m in mean.values()]),
+        "HD95": nanmean([m["HD95"] for m in mean.values()]),
+    }
+    return {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground, "num_cases": len(results),
+            "num_scored": len(scored)}
+
+
+def write_reports(summary: dict[str, Any], output_dir: Path) -> None:
+    # NaN is written as NaN, as nnU-Net's summary.json does (Python's json reads it back).
+    (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with open(output_dir / "per_case.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["case", "class", "name", "Dice", "HD95", "volume_pred_mm3", "volume_ref_mm3"])
+        for case in summary["metric_per_case"]:
+            for c, m in (case["metrics"] or {}).items():
+                name = Path(case["prediction_file"]).name.removesuffix(".nii.gz")
+                writer.writerow([name, c, m["name"], m["Dice"], m["HD95"], m["volume_pred_mm3"], m["volume_ref_mm3"]])

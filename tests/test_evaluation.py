@@ -1,0 +1,169 @@
+"""Evaluation: metrics against hand-computed values, geometry of predictions, splits, layouts."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.transforms import eval_transforms
+from segnet.evaluation import Evaluator, summarize, write_reports
+from segnet.lightning_module import SegmentationModule
+from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
+from segnet.run import train
+from train_helpers import (
+    OBLIQUE_AFFINE, ROOT, TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon, write_nifti, write_nnunet,
+)
+
+
+def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():
+    reference = torch.zeros(10, dtype=torch.long)
+    prediction = torch.zeros(10, dtype=torch.long)
+    reference[0:6] = 1  # 6 voxels
+    prediction[3:7] = 1  # 4 voxels, 3 overlapping
+    prediction[9] = 3  # class 3 only predicted
+    dice = dice_per_class(prediction, reference, num_classes=4)
+    assert dice[0] == pytest.approx(2 * 3 / (4 + 6))
+    assert math.isnan(dice[1])  # class 2: in neither
+    assert dice[2] == 0.0  # class 3: only in the prediction
+
+
+def test_hd95_is_in_millimetres_from_the_spacing():
+    reference = torch.zeros(1, 1, 8, dtype=torch.long)
+    prediction = torch.zeros(1, 1, 8, dtype=torch.long)
+    reference[0, 0, 1] = 1
+    prediction[0, 0, 4] = 1
+    assert hd95_per_class(prediction, reference, 2, spacing=(1.0, 1.0, 2.0)) == [pytest.approx(6.0)]
+    assert math.isnan(hd95_per_class(prediction, torch.zeros_like(reference), 2)[0])
+
+
+def test_means_leave_nan_cases_out():
+    assert mean_per_class([[1.0, math.nan], [0.5, 0.2]]) == [0.75, pytest.approx(0.2)]
+
+
+def load_as_trained(image: str, label: str) -> torch.Tensor:
+    """The label as the loader presents it next to its image (RAS): an oracle prediction."""
+    return eval_transforms(with_label=True)({"image": image, "label": label})["label"][0]
+
+
+@pytest.fixture
+def oracle_evaluator(tmp_path, monkeypatch):
+    """An evaluator whose 'model' answers with the reference label (loaded and reoriented like an
+    image), so predictions written back must reproduce the label files voxel for voxel."""
+    root = write_decathlon(tmp_path / "Task", cases=3, affine=OBLIQUE_AFFINE, with_test=True)
+    run = tmp_path / "train"
+    train(compose_config(["data=decathlon", f"data.root={root}", "data.patch_size=[16,16,16]", "data.num_workers=0",
+                          "data.batch_size=1", "data.val_fraction=0.34", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    module = SegmentationModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
+    evaluator = Evaluator(module, tmp_path / "eval")
+    return evaluator, describe_dataset(str(root)), monkeypatch
+
+
+def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
+    evaluator, description, monkeypatch = oracle_evaluator
+    labels = {case.images[0]: case.label for case in description.training}
+    current = {}
+    monkeypatch.setattr(
+        evaluator, "predict", lambda image: load_as_trained(current["image"], labels[current["image"]])[None]
+    )
+    results = []
+    for case in description.training:
+        current["image"] = case.images[0]
+        results.append(evaluator.run_case({"image": case.images[0]}, case))
+    for result in results:
+        written = nib.load(result.prediction_file)
+        label = nib.load(result.case.label)
+        image = nib.load(result.case.images[0])
+        assert written.shape == image.shape
+        assert written.get_data_dtype() == np.uint8
+        assert np.allclose(written.affine, image.affine)
+        assert np.array_equal(np.asarray(written.dataobj), np.asarray(label.dataobj))
+        assert all(m["Dice"] == 1.0 and m["HD95"] == 0.0 for m in result.metrics.values())
+        voxel = 2.5 * 0.8 * 1.2
+        core = result.metrics["1"]
+        assert core["volume_ref_mm3"] == pytest.approx(core["n_ref"] * voxel)
+
+
+def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path):
+    evaluator, description, monkeypatch = oracle_evaluator
+    case = description.training[0]
+    label = nib.load(case.label)
+    without_shell = np.asarray(label.dataobj).copy()
+    without_shell[without_shell == 2] = 0
+    edited = tmp_path / "no_shell.nii.gz"
+    nib.save(nib.Nifti1Image(without_shell, label.affine, label.header), str(edited))
+    from segnet.data.dataset_json import Case
+
+    monkeypatch.setattr(evaluator, "predict", lambda image: load_as_trained(case.images[0], str(edited))[None])
+    result = evaluator.run_case({"image": case.images[0]}, Case(case.name, case.images, str(edited)))
+    assert result.metrics["1"]["Dice"] == 1.0
+    assert math.isnan(result.metrics["2"]["Dice"]) and math.isnan(result.metrics["2"]["HD95"])
+    summary = summarize([result], ["background", "core", "shell"])
+    assert summary["foreground_mean"]["Dice"] == 1.0  # the NaN class is left out
+    write_reports(summary, tmp_path / "eval")
+    rows = list(csv.DictReader(open(tmp_path / "eval" / "per_case.csv")))
+    assert [(r["class"], r["name"]) for r in rows] == [("1", "core"), ("2", "shell")]
+
+
+def test_image_without_label_gets_a_prediction_and_no_metrics(oracle_evaluator):
+    evaluator, description, _ = oracle_evaluator
+    (case,) = description.test
+    result = evaluator.run_case({"image": case.images[0]}, case)
+    assert result.metrics is None
+    assert nib.load(result.prediction_file).shape == nib.load(case.images[0]).shape
+
+
+def test_nnunet_layout_is_read(tmp_path):
+    description = describe_dataset(str(write_nnunet(tmp_path / "Dataset001_Tiny")))
+    assert description.layout == "nnunet"
+    assert description.class_names == ("background", "core", "shell")
+    assert [c.name for c in description.training] == ["tiny_000", "tiny_001", "tiny_002"]
+    assert description.training[0].images[0].endswith("tiny_000_0000.nii.gz")
+    assert description.training[0].label.endswith("labelsTr/tiny_000.nii.gz")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout,spatial_dims", [("decathlon", 3), ("nnunet", 2)])
+def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
+    root = (write_decathlon(tmp_path / "Task", cases=4, affine=OBLIQUE_AFFINE) if layout == "decathlon"
+            else write_nnunet(tmp_path / "Dataset001_Tiny", cases=4))
+    patch = "[16,16,16]" if spatial_dims == 3 else "[16,16]"
+    train(compose_config(["data=decathlon", f"data.root={root}", f"data.spatial_dims={spatial_dims}",
+                          f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", *TINY_MODEL,
+                          *TINY_TRAINER], output_dir=tmp_path / "train"))
+    out = tmp_path / "eval"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "evaluate.py"), f"ckpt_path={tmp_path / 'train/checkpoints/best.ckpt'}",
+         f"data.root={root}", "data.split=all", "tta=true", f"hydra.run.dir={out}"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"metric_per_case", "mean", "foreground_mean"} <= set(summary)
+    assert summary["num_cases"] == 4
+    assert set(summary["mean"]) == {"1", "2"} and set(summary["foreground_mean"]) == {"Dice", "HD95"}
+    for case in summary["metric_per_case"]:
+        written, image = nib.load(case["prediction_file"]), nib.load(case["image"])
+        assert written.shape == image.shape and np.allclose(written.affine, image.affine)
+        assert 0.0 <= case["metrics"]["1"]["Dice"] <= 1.0
+    assert len(list(csv.DictReader(open(out / "per_case.csv")))) == 8
+
+
+def test_evaluate_script_reports_a_missing_checkpoint(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=2)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "evaluate.py"), f"ckpt_path={tmp_path / 'nope.ckpt'}", f"data.root={root}",
+         f"hydra.run.dir={tmp_path / 'eval'}"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ckpt_path=")
