@@ -122,6 +122,19 @@ def test_image_without_label_gets_a_prediction_and_no_metrics(oracle_evaluator):
     assert nib.load(result.prediction_file).shape == nib.load(case.images[0]).shape
 
 
+def test_scanner_scale_and_offset_do_not_change_predictions(oracle_evaluator, tmp_path):
+    """Per-volume normalization: the same anatomy scanned with another gain and offset."""
+    evaluator, description, _ = oracle_evaluator
+    case = description.training[0]
+    original = nib.load(case.images[0])
+    rescaled = tmp_path / "rescaled.nii.gz"
+    nib.save(nib.Nifti1Image(np.asarray(original.dataobj) * 3.0 + 500.0, original.affine), str(rescaled))
+    load = eval_transforms(with_label=False)
+    first = evaluator.predict(load({"image": case.images[0]})["image"])
+    second = evaluator.predict(load({"image": str(rescaled)})["image"])
+    assert torch.equal(first, second)
+
+
 def test_nnunet_layout_is_read(tmp_path):
     description = describe_dataset(str(write_nnunet(tmp_path / "Dataset001_Tiny")))
     assert description.layout == "nnunet"

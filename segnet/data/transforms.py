@@ -3,7 +3,8 @@
 Loading puts every volume in RAS orientation, channel first. Intensities are normalized per
 volume and channel over the non-zero (body) voxels, which removes most of the scanner-to-scanner
 differences in scale and offset. Training crops are foreground-aware (2 of 3 centred on a
-label voxel) and augmented with flips, intensity scale/shift, contrast (gamma) and noise, so
+label voxel) and augmented with flips, intensity scale/shift, contrast (gamma), a smooth bias
+field and noise, so
 that the model does not learn one scanner's look. In 2D slice mode a crop is one slice thick
 and loses its last axis.
 """
@@ -47,6 +48,7 @@ def train_transforms(patch_size: Sequence[int], spatial_dims: int, samples_per_v
         T.RandScaleIntensityd(keys="image", factors=0.1, prob=0.5),
         T.RandShiftIntensityd(keys="image", offsets=0.1, prob=0.5),
         T.RandAdjustContrastd(keys="image", gamma=(0.7, 1.5), prob=0.3),
+        T.RandBiasFieldd(keys="image", coeff_range=(0.0, 0.1), prob=0.3),
         T.RandGaussianNoised(keys="image", std=0.05, prob=0.2),
         # Crops need no geometry any more; plain tensors also batch cleanly after a squeeze.
         T.EnsureTyped(keys=list(KEYS), track_meta=False),
