@@ -37,6 +37,33 @@ inline void check_edge_backward_inputs(const at::Tensor& grad_y, const at::Tenso
               grad_y.device());
 }
 
+// A forward call's inputs made contiguous and its contiguous output, after the checks.
+struct ForwardCall {
+  at::Tensor x, alpha, y;
+  ForwardCall(const at::Tensor& x_in, const at::Tensor& alpha_in) {
+    check_edge_inputs(x_in, alpha_in);
+    x = x_in.contiguous();
+    alpha = alpha_in.contiguous();
+    y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  }
+  bool empty() const { return x.numel() == 0; }
+};
+
+// A backward call's inputs made contiguous, grad_x allocated and grad_alpha zeroed.
+struct BackwardCall {
+  at::Tensor grad_y, x, alpha, grad_x, grad_alpha;
+  BackwardCall(const at::Tensor& grad_y_in, const at::Tensor& x_in, const at::Tensor& alpha_in) {
+    check_edge_backward_inputs(grad_y_in, x_in, alpha_in);
+    grad_y = grad_y_in.contiguous();
+    x = x_in.contiguous();
+    alpha = alpha_in.contiguous();
+    grad_x = at::empty_like(x, at::MemoryFormat::Contiguous);
+    grad_alpha = at::zeros_like(alpha);
+  }
+  bool empty() const { return x.numel() == 0; }
+  std::tuple<at::Tensor, at::Tensor> result() const { return {grad_x, grad_alpha}; }
+};
+
 // Spatial extent as three axes (D, H, W), with D = 1 for 2D input.
 struct Extent {
   int64_t planes;  // N * C

@@ -93,7 +93,7 @@ def plot(runs: list[Run], path: Path) -> None:
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5))
     for ax, (title, values) in zip(axes, panels):
-        ax.bar(range(len(values)), values, color=["#888888" if "python" in l else "#1f77b4" for l in labels])
+        ax.bar(range(len(values)), values, color=["#888888" if "python" in label else "#1f77b4" for label in labels])
         ax.set_xticks(range(len(values)), labels, rotation=30, ha="right")
         ax.set_title(title)
     fig.tight_layout()

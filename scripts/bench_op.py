@@ -91,7 +91,7 @@ def bench_shape(shape, device: str, min_run_time: float) -> list[Row]:
             with torch.no_grad():
                 fn(x, alpha)
 
-        def forward_backward(fn=fn):
+        def forward_backward(fn=fn, xg=xg, ag=ag):
             torch.autograd.backward(fn(xg, ag), grad)
             xg.grad = ag.grad = None
 

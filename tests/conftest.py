@@ -25,6 +25,14 @@ def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return ((actual.double() - expected.double()).abs().max() / scale).item()
 
 
+def assert_matches(got, expected, tolerance: float, dtype: torch.dtype | None = None) -> None:
+    """Each of (y, grad_x, grad_alpha) within `tolerance` relative error, of `dtype` if given."""
+    for g, e in zip(got, expected, strict=True):
+        if dtype is not None:
+            assert g.dtype == dtype
+        assert relative_error(g, e) <= tolerance
+
+
 def reference_with_grads(x: torch.Tensor, alpha: torch.Tensor, grad_y: torch.Tensor, eps: float = 1e-6):
     """y, grad_x, grad_alpha of the python reference."""
     from ops import edge_enhance_reference

@@ -8,12 +8,11 @@ import sys
 
 import lightning as L
 import pytest
-from omegaconf import OmegaConf
-
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
 from segnet.run import build_module, train
-from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
 
 class LossRecorder(L.Callback):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import SHAPES, assert_matches, random_inputs, reference_with_grads, relative_error, shape_id
 
 import ops
-from conftest import SHAPES, random_inputs, reference_with_grads, relative_error, shape_id
 
 pytestmark = pytest.mark.cuda
 
@@ -27,9 +27,7 @@ def test_cuda_matches_reference(shape, dtype):
     x, alpha, grad_y = random_inputs(shape)
     expected = reference_with_grads(x, alpha, grad_y)
     got = cuda_with_grads(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
-    for g, e in zip(got, expected):
-        assert g.dtype == dtype
-        assert relative_error(g, e) <= TOLERANCE[dtype]
+    assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
@@ -41,8 +39,7 @@ def test_cuda_agrees_with_the_cpu_kernels(dtype):
         torch.ops.segnet_ops.edge_enhance(x.cuda(), alpha.cuda(), 1e-6),
         *torch.ops.segnet_ops.edge_enhance_backward(grad_y.cuda(), x.cuda(), alpha.cuda(), 1e-6),
     )
-    for c, g in zip(cpu, gpu):
-        assert relative_error(g.cpu(), c) <= TOLERANCE[dtype]
+    assert_matches([g.cpu() for g in gpu], cpu, TOLERANCE[dtype])
 
 
 def test_cuda_gradcheck():

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from conftest import SHAPES, random_inputs, reference_with_grads, relative_error, shape_id
+from conftest import SHAPES, assert_matches, random_inputs, reference_with_grads, shape_id
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -24,8 +23,7 @@ def emulated(x, alpha, grad_y, eps=1e-6):
 @pytest.mark.parametrize("shape", SHAPES + MULTI_TILE, ids=shape_id)
 def test_emulated_kernels_match_reference_in_float64(shape):
     x, alpha, grad_y = random_inputs(shape)
-    for got, expected in zip(emulated(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y)):
-        assert relative_error(got, expected) <= 1e-10
+    assert_matches(emulated(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y), 1e-10)
 
 
 @pytest.mark.parametrize("shape", MULTI_TILE, ids=shape_id)
@@ -33,9 +31,7 @@ def test_emulated_kernels_in_float32(shape):
     x, alpha, grad_y = random_inputs(shape)
     expected = reference_with_grads(x, alpha, grad_y)
     got = emulated(x.float(), alpha.float(), grad_y.float())
-    for g, e in zip(got, expected):
-        assert g.dtype == torch.float32
-        assert relative_error(g, e) <= 1e-5
+    assert_matches(got, expected, 1e-5, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -43,17 +39,14 @@ def test_emulated_kernels_in_half_types_accumulate_in_float(dtype):
     x, alpha, grad_y = random_inputs((2, 2, 12, 40))
     expected = reference_with_grads(x, alpha, grad_y)
     got = emulated(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
-    for g, e in zip(got, expected):
-        assert g.dtype == dtype
-        assert relative_error(g, e) <= (1e-2 if dtype == torch.float16 else 5e-2)
+    assert_matches(got, expected, (1e-2 if dtype == torch.float16 else 5e-2), dtype=dtype)
 
 
 def test_emulated_kernels_agree_with_the_cpu_kernels_in_float32():
     x, alpha, grad_y = random_inputs((2, 4, 19, 45), dtype=torch.float32)
     cpu_y = torch.ops.segnet_ops.edge_enhance(x, alpha, 1e-6)
     cpu_grads = torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6)
-    for got, expected in zip(emulated(x, alpha, grad_y), (cpu_y, *cpu_grads)):
-        assert relative_error(got, expected) <= 1e-5
+    assert_matches(emulated(x, alpha, grad_y), (cpu_y, *cpu_grads), 1e-5)
 
 
 def test_emulated_grad_alpha_is_reproducible():

@@ -13,6 +13,15 @@ import nibabel as nib
 import numpy as np
 import pytest
 import torch
+from train_helpers import (
+    OBLIQUE_AFFINE,
+    ROOT,
+    TINY_MODEL,
+    TINY_TRAINER,
+    compose_config,
+    write_decathlon,
+    write_nnunet,
+)
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
@@ -20,9 +29,6 @@ from segnet.evaluation import Evaluator, summarize, write_reports
 from segnet.lightning_module import SegmentationModule
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
 from segnet.run import train
-from train_helpers import (
-    OBLIQUE_AFFINE, ROOT, TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon, write_nifti, write_nnunet,
-)
 
 
 def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import (
+    SHAPES,
+    SHAPES_2D,
+    SHAPES_3D,
+    assert_matches,
+    random_inputs,
+    reference_with_grads,
+    relative_error,
+    shape_id,
+)
 
 import ops
-from conftest import SHAPES, SHAPES_2D, SHAPES_3D, random_inputs, reference_with_grads, relative_error, shape_id
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -22,8 +31,7 @@ def cpp_with_grads(x, alpha, grad_y, eps=1e-6):
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 def test_matches_reference_in_float64(shape):
     x, alpha, grad_y = random_inputs(shape)
-    for got, expected in zip(cpp_with_grads(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y)):
-        assert relative_error(got, expected) <= 1e-10
+    assert_matches(cpp_with_grads(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y), 1e-10)
 
 
 @pytest.mark.parametrize("shape", [(2, 4, 33, 17), (1, 3, 9, 10, 11)], ids=shape_id)
@@ -31,9 +39,7 @@ def test_float32_agrees_with_float64(shape):
     x, alpha, grad_y = random_inputs(shape)
     expected = cpp_with_grads(x, alpha, grad_y)
     got = cpp_with_grads(x.float(), alpha.float(), grad_y.float())
-    for g, e in zip(got, expected):
-        assert g.dtype == torch.float32
-        assert relative_error(g, e) <= 1e-5
+    assert_matches(got, expected, 1e-5, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -42,9 +48,7 @@ def test_half_types_run_with_float_accumulation(dtype):
     expected = reference_with_grads(x, alpha, grad_y)
     got = cpp_with_grads(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     tolerance = 1e-2 if dtype == torch.float16 else 5e-2
-    for g, e in zip(got, expected):
-        assert g.dtype == dtype
-        assert relative_error(g, e) <= tolerance
+    assert_matches(got, expected, tolerance, dtype=dtype)
 
 
 @pytest.mark.parametrize("shape", [(2, 2, 5, 4), (1, 2, 3, 1, 4), (1, 1, 1, 3)], ids=shape_id)
@@ -88,8 +92,7 @@ def test_non_contiguous_inputs_give_the_contiguous_result(layout):
     got = cpp_with_grads(x, alpha, grad_y)
     expected = reference_with_grads(x.contiguous(), alpha, grad_y.contiguous())
     assert got[0].is_contiguous()
-    for g, e in zip(got, expected):
-        assert relative_error(g, e) <= 1e-10
+    assert_matches(got, expected, 1e-10)
 
 
 @pytest.mark.parametrize("shape", [(0, 3, 4, 5), (0, 2, 3, 4, 5), (2, 3, 0, 5)], ids=shape_id)

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides, write_decathlon
 
 from segnet.run import train
-from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides, write_decathlon
 
 METRIC_KEYS = {
     "val_dice_mean", "best_val_dice_mean", "val_dice_per_class", "step_time_ms_median", "samples_per_s",

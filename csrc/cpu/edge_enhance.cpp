@@ -1,8 +1,9 @@
-// Fused CPU kernels of the edge op. Each (n, c) volume is processed row by row along the last
-// axis: the 3x3(x3) stencil is split into a combination of neighbouring rows (scalar weights)
-// followed by a 3-tap filter along the row, so every inner loop is a plain, vectorizable loop
-// over contiguous memory. Backward recomputes g and m from x (nothing is saved by forward) and
-// keeps only a ring of three slabs of v_d while it sweeps the outer axis.
+// Fused CPU kernels of the edge op. Each (n, c) volume is swept slab by slab along its outer
+// axis, and the separable 3x3(x3) stencil is applied one axis at a time: across the rows of a
+// slab (middle axis, 3D only), across three slabs (outer axis), then along the row (inner
+// axis), so every inner loop is a plain, vectorizable loop over contiguous memory and each
+// input sample is combined a handful of times instead of 27. Backward recomputes g and m from
+// x (nothing is saved by forward) and keeps only rings of three slabs while it sweeps.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -35,51 +36,91 @@ struct Deriv {
   static constexpr int inner = NDIM - 1;
 };
 
-template <typename acc_t>
-void add_scaled_row(acc_t* __restrict dst, const acc_t w, const acc_t* __restrict src, int n) {
-  for (int j = 0; j < n; ++j) dst[j] += w * src[j];
-}
+// The middle-axis pass of the separable stencil, kept for the three slabs around the one being
+// processed (slot = slab % 3): every row smoothed ([1,2,1]) and differentiated ([-1,0,1])
+// across its neighbouring rows. In 2D the middle axis has one row and no filter: the smoothed
+// row is the row itself and nothing is differentiated.
+template <int NDIM, typename acc_t>
+struct MiddlePass {
+  int plane;  // middle * inner
+  int filled = -1;  // highest slab computed so far
+  std::vector<acc_t> smooth, deriv;
 
-// Normalized derivatives of row (s, r): g[d][j] for j in [0, inner). `rows` holds the row's
-// neighbours combined along the outer and middle axes, with one replicated sample each side.
-template <int NDIM, typename scalar_t, typename acc_t>
-void row_gradients(const scalar_t* vol, const Frame<NDIM>& f, int s, int r, acc_t* rows,
-                   acc_t* const* g) {
-  const int W = f.inner;
-  const int P = W + 2;
-  acc_t* t_inner = rows;           // smoothed across rows, differentiated along the row
-  acc_t* t_outer = rows + P;       // differentiated along the outer axis, smoothed along the row
-  acc_t* t_middle = rows + 2 * P;  // differentiated along the middle axis (3D)
-  std::fill(rows, rows + 3 * P, acc_t(0));
-  for (int os = -1; os <= 1; ++os) {
-    for (int orow = -Frame<NDIM>::kMiddleReach; orow <= Frame<NDIM>::kMiddleReach; ++orow) {
-      const scalar_t* src = vol + f.row_offset(clamp_index(s + os, f.outer), clamp_index(r + orow, f.middle));
-      const acc_t ms = NDIM == 3 ? acc_t(filter_tap(kSmooth, orow)) : acc_t(1);
-      const acc_t w_inner = acc_t(filter_tap(kSmooth, os)) * ms;
-      const acc_t w_outer = acc_t(filter_tap(kDeriv, os)) * ms;
-      const acc_t w_middle = acc_t(filter_tap(kSmooth, os)) * acc_t(filter_tap(kDeriv, orow));
+  explicit MiddlePass(const Frame<NDIM>& f)
+      : plane(f.middle * f.inner), smooth(3 * size_t(plane)), deriv(NDIM == 3 ? 3 * size_t(plane) : 0) {}
+
+  const acc_t* smoothed(int slab, int r, int W) const { return smooth.data() + (slab % 3) * plane + r * W; }
+  const acc_t* differentiated(int slab, int r, int W) const { return deriv.data() + (slab % 3) * plane + r * W; }
+
+  void restart() { filled = -1; }  // a new volume
+
+  // Make slabs up to `last` available (they are needed in order, each once).
+  template <typename scalar_t>
+  void advance_to(const scalar_t* vol, const Frame<NDIM>& f, int last) {
+    for (last = std::min(last, f.outer - 1); filled < last;) compute(vol, f, ++filled);
+  }
+
+  template <typename scalar_t>
+  void compute(const scalar_t* vol, const Frame<NDIM>& f, int s) {
+    const int W = f.inner;
+    for (int r = 0; r < f.middle; ++r) {
+      acc_t* __restrict sm = smooth.data() + (s % 3) * plane + r * W;
+      const scalar_t* __restrict mid = vol + f.row_offset(s, r);
+      if (NDIM == 2) {
+        for (int j = 0; j < W; ++j) sm[j] = static_cast<acc_t>(mid[j]);
+        continue;
+      }
+      acc_t* __restrict dv = deriv.data() + (s % 3) * plane + r * W;
+      const scalar_t* __restrict up = vol + f.row_offset(s, clamp_index(r - 1, f.middle));
+      const scalar_t* __restrict down = vol + f.row_offset(s, clamp_index(r + 1, f.middle));
       for (int j = 0; j < W; ++j) {
-        const acc_t v = static_cast<acc_t>(src[j]);
-        t_inner[j + 1] += w_inner * v;
-        t_outer[j + 1] += w_outer * v;
-        if (NDIM == 3) t_middle[j + 1] += w_middle * v;
+        const acc_t a = static_cast<acc_t>(up[j]), b = static_cast<acc_t>(mid[j]), c = static_cast<acc_t>(down[j]);
+        sm[j] = a + 2 * b + c;
+        dv[j] = c - a;
       }
     }
   }
+};
+
+// Normalized derivatives of row (s, r): g[d][j] for j in [0, inner), from the middle pass of
+// slabs s-1, s, s+1 (clamped). `rows` holds the outer-axis pass with one replicated sample each
+// side, ready for the pass along the row.
+template <int NDIM, typename acc_t>
+void row_gradients(const MiddlePass<NDIM, acc_t>& mp, const Frame<NDIM>& f, int s, int r, acc_t* rows,
+                   acc_t* const* g) {
+  const int W = f.inner;
+  const int P = W + 2;
+  acc_t* __restrict t_inner = rows + 1;       // smoothed across rows, differentiated along the row
+  acc_t* __restrict t_outer = rows + P + 1;   // differentiated along the outer axis
+  acc_t* __restrict t_middle = rows + 2 * P + 1;  // differentiated along the middle axis (3D)
+  const int before = clamp_index(s - 1, f.outer), after = clamp_index(s + 1, f.outer);
+  const acc_t* __restrict sa = mp.smoothed(before, r, W);
+  const acc_t* __restrict sb = mp.smoothed(s, r, W);
+  const acc_t* __restrict sc = mp.smoothed(after, r, W);
+  for (int j = 0; j < W; ++j) {
+    t_inner[j] = sa[j] + 2 * sb[j] + sc[j];
+    t_outer[j] = sc[j] - sa[j];
+  }
+  if (NDIM == 3) {
+    const acc_t* __restrict da = mp.differentiated(before, r, W);
+    const acc_t* __restrict db = mp.differentiated(s, r, W);
+    const acc_t* __restrict dc = mp.differentiated(after, r, W);
+    for (int j = 0; j < W; ++j) t_middle[j] = da[j] + 2 * db[j] + dc[j];
+  }
   for (acc_t* t : {t_inner, t_outer, t_middle}) {  // replicate border along the row
-    t[0] = t[1];
-    t[W + 1] = t[W];
+    t[-1] = t[0];
+    t[W] = t[W - 1];
   }
   const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
   acc_t* __restrict gi = g[Deriv<NDIM>::inner];
   acc_t* __restrict go = g[Deriv<NDIM>::outer];
   for (int j = 0; j < W; ++j) {
-    gi[j] = (t_inner[j + 2] - t_inner[j]) * inv;
-    go[j] = (t_outer[j] + 2 * t_outer[j + 1] + t_outer[j + 2]) * inv;
+    gi[j] = (t_inner[j + 1] - t_inner[j - 1]) * inv;
+    go[j] = (t_outer[j - 1] + 2 * t_outer[j] + t_outer[j + 1]) * inv;
   }
   if (NDIM == 3) {
     acc_t* __restrict gm = g[Deriv<NDIM>::middle];
-    for (int j = 0; j < W; ++j) gm[j] = (t_middle[j] + 2 * t_middle[j + 1] + t_middle[j + 2]) * inv;
+    for (int j = 0; j < W; ++j) gm[j] = (t_middle[j - 1] + 2 * t_middle[j] + t_middle[j + 1]) * inv;
   }
 }
 
@@ -93,24 +134,30 @@ void row_sum_of_squares(acc_t* const* g, acc_t* __restrict out, int W) {
 }
 
 // Per-thread scratch of a volume sweep; allocated once per parallel chunk.
-template <typename acc_t>
+template <int NDIM, typename acc_t>
 struct Scratch {
   std::vector<acc_t> rows, grads, sumsq, grad_y;
+  std::vector<acc_t> v_slab;  // backward, 3D: one slab's v_d before the middle-axis adjoint
   acc_t* g[3];
-  explicit Scratch(int W) : rows(3 * (W + 2)), grads(3 * W), sumsq(W), grad_y(W) {
-    for (int d = 0; d < 3; ++d) g[d] = grads.data() + d * W;
+  MiddlePass<NDIM, acc_t> middle;
+  explicit Scratch(const Frame<NDIM>& f)
+      : rows(3 * (f.inner + 2)), grads(3 * f.inner), sumsq(f.inner), grad_y(f.inner),
+        v_slab(NDIM == 3 ? size_t(NDIM) * f.middle * f.inner : 0), middle(f) {
+    for (int d = 0; d < 3; ++d) g[d] = grads.data() + d * f.inner;
   }
 };
 
 template <int NDIM, typename scalar_t>
 void forward_volume(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha,
                     at::opmath_type<scalar_t> eps, const Frame<NDIM>& f,
-                    Scratch<at::opmath_type<scalar_t>>& sc) {
+                    Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
   const int W = f.inner;
+  sc.middle.restart();
   for (int s = 0; s < f.outer; ++s) {
+    sc.middle.advance_to(x, f, s + 1);
     for (int r = 0; r < f.middle; ++r) {
-      row_gradients<NDIM>(x, f, s, r, sc.rows.data(), sc.g);
+      row_gradients<NDIM>(sc.middle, f, s, r, sc.rows.data(), sc.g);
       row_sum_of_squares<NDIM>(sc.g, sc.sumsq.data(), W);
       const scalar_t* __restrict xr = x + f.row_offset(s, r);
       scalar_t* __restrict yr = y + f.row_offset(s, r);
@@ -143,15 +190,16 @@ acc_t dot_in_lanes(const acc_t* __restrict a, const acc_t* __restrict b, int n) 
 template <int NDIM, typename scalar_t>
 double adjoint_inputs_slab(const scalar_t* x, const scalar_t* gy, at::opmath_type<scalar_t> alpha,
                            at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s,
-                           at::opmath_type<scalar_t>* v, Scratch<at::opmath_type<scalar_t>>& sc) {
+                           at::opmath_type<scalar_t>* v, Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
   const int W = f.inner;
   const int64_t plane = int64_t(f.middle) * W;
   acc_t* __restrict m = sc.sumsq.data();   // sum of squares, then m, then alpha * gy / m
   acc_t* __restrict g = sc.grad_y.data();  // grad_y of the row in the accumulation type
   double slab_sum = 0;
+  sc.middle.advance_to(x, f, s + 1);
   for (int r = 0; r < f.middle; ++r) {
-    row_gradients<NDIM>(x, f, s, r, sc.rows.data(), sc.g);
+    row_gradients<NDIM>(sc.middle, f, s, r, sc.rows.data(), sc.g);
     row_sum_of_squares<NDIM>(sc.g, m, W);
     const scalar_t* __restrict gr = gy + f.row_offset(s, r);
     for (int j = 0; j < W; ++j) {
@@ -169,6 +217,51 @@ double adjoint_inputs_slab(const scalar_t* x, const scalar_t* gy, at::opmath_typ
   return slab_sum;
 }
 
+// Where sample i of an axis of length n gathers from in the adjoint of a clamped 3-tap filter:
+// its neighbours i-1, i, i+1 with their weights. A neighbour outside the axis gets weight 0 and
+// index i, so that the loops that read it need no branch.
+struct AdjointTaps {
+  int index[3];
+  float weight[3];
+};
+
+inline AdjointTaps adjoint_taps(int filter, int i, int n) {
+  AdjointTaps t;
+  for (int k = 0; k < 3; ++k) {
+    const int neighbour = i + k - 1;
+    const bool inside = neighbour >= 0 && neighbour < n;
+    t.index[k] = inside ? neighbour : i;
+    t.weight[k] = inside ? adjoint_tap(filter, neighbour, i, n) : 0.0f;
+  }
+  return t;
+}
+
+// out[j] = sum_k w[k] * in[k][j]
+template <typename acc_t>
+void combine3(acc_t* __restrict out, const acc_t* const* in, const float* w, int n) {
+  const acc_t w0 = w[0], w1 = w[1], w2 = w[2];
+  const acc_t* __restrict a = in[0];
+  const acc_t* __restrict b = in[1];
+  const acc_t* __restrict c = in[2];
+  for (int j = 0; j < n; ++j) out[j] = w0 * a[j] + w1 * b[j] + w2 * c[j];
+}
+
+// 3D: the middle-axis part of sum_d K_d^T v_d for one slab, from its v planes into `a`
+// (derivative d differentiates along the middle axis when d is the middle one).
+template <int NDIM, typename acc_t>
+void middle_adjoint(const acc_t* v, acc_t* a, const Frame<NDIM>& f) {
+  const int W = f.inner;
+  const int64_t plane = int64_t(f.middle) * W;
+  for (int r = 0; r < f.middle; ++r) {
+    for (int d = 0; d < NDIM; ++d) {
+      const AdjointTaps t = adjoint_taps(d == Deriv<NDIM>::middle ? kDeriv : kSmooth, r, f.middle);
+      const acc_t* in[3];
+      for (int k = 0; k < 3; ++k) in[k] = v + d * plane + int64_t(t.index[k]) * W;
+      combine3(a + d * plane + int64_t(r) * W, in, t.weight, W);
+    }
+  }
+}
+
 // Adjoint along the row at a border sample j: the clamped taps of both filters.
 template <typename acc_t>
 acc_t row_adjoint_at(const acc_t* deriv_in, const acc_t* smooth_in, int j, int W) {
@@ -179,7 +272,8 @@ acc_t row_adjoint_at(const acc_t* deriv_in, const acc_t* smooth_in, int j, int W
   return sum;
 }
 
-// grad_x for the rows of slab s, from the v_d of slabs s-1, s, s+1 (ring slots).
+// grad_x for the rows of slab s, from the middle-adjoined v_d of slabs s-1, s, s+1 (ring
+// slots): the outer-axis part, then the pass along the row.
 template <int NDIM, typename scalar_t>
 void grad_input_slab(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int s,
                      at::opmath_type<scalar_t>* const* ring, std::vector<at::opmath_type<scalar_t>>& rows) {
@@ -189,26 +283,24 @@ void grad_input_slab(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int
   acc_t* __restrict s_inner = rows.data();       // feeds the inner derivative's adjoint
   acc_t* __restrict s_smooth = rows.data() + W;  // feeds the inner smoothing's adjoint
   const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
+  const AdjointTaps smooth = adjoint_taps(kSmooth, s, f.outer);
+  const AdjointTaps deriv = adjoint_taps(kDeriv, s, f.outer);  // same neighbours, other weights
   for (int r = 0; r < f.middle; ++r) {
-    std::fill(rows.begin(), rows.begin() + 2 * W, acc_t(0));
-    for (int os = -1; os <= 1; ++os) {
-      const int sn = s + os;
-      if (sn < 0 || sn >= f.outer) continue;
-      const acc_t* v = ring[sn % 3];
-      const acc_t o_smooth = adjoint_tap(kSmooth, sn, s, f.outer);
-      const acc_t o_deriv = adjoint_tap(kDeriv, sn, s, f.outer);
-      for (int orow = -Frame<NDIM>::kMiddleReach; orow <= Frame<NDIM>::kMiddleReach; ++orow) {
-        const int rn = r + orow;
-        if (rn < 0 || rn >= f.middle) continue;
-        const acc_t m_smooth = NDIM == 3 ? acc_t(adjoint_tap(kSmooth, rn, r, f.middle)) : acc_t(1);
-        const int64_t row = int64_t(rn) * W;
-        add_scaled_row(s_inner, o_smooth * m_smooth, v + Deriv<NDIM>::inner * plane + row, W);
-        add_scaled_row(s_smooth, o_deriv * m_smooth, v + Deriv<NDIM>::outer * plane + row, W);
-        if (NDIM == 3) {
-          const acc_t m_deriv = adjoint_tap(kDeriv, rn, r, f.middle);
-          add_scaled_row(s_smooth, o_smooth * m_deriv, v + Deriv<NDIM>::middle * plane + row, W);
-        }
-      }
+    const int64_t row = int64_t(r) * W;
+    const acc_t* inner[3];
+    const acc_t* outer[3];
+    const acc_t* middle[3];
+    for (int k = 0; k < 3; ++k) {
+      const acc_t* a = ring[smooth.index[k] % 3];
+      inner[k] = a + Deriv<NDIM>::inner * plane + row;
+      outer[k] = a + Deriv<NDIM>::outer * plane + row;
+      middle[k] = a + (NDIM == 3 ? Deriv<NDIM>::middle : 0) * plane + row;
+    }
+    combine3(s_inner, inner, smooth.weight, W);
+    combine3(s_smooth, outer, deriv.weight, W);
+    if (NDIM == 3) {
+      const acc_t w0 = smooth.weight[0], w1 = smooth.weight[1], w2 = smooth.weight[2];
+      for (int j = 0; j < W; ++j) s_smooth[j] += w0 * middle[0][j] + w1 * middle[1][j] + w2 * middle[2][j];
     }
     // Along the row: interior samples see the flipped taps, border samples the clamped ones.
     const scalar_t* __restrict gr = gy + f.row_offset(s, r);
@@ -223,29 +315,39 @@ void grad_input_slab(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int
   }
 }
 
+// One slab's v_d, middle-adjoined (3D) into its ring slot; returns its share of grad_alpha.
+template <int NDIM, typename scalar_t>
+double fill_ring_slot(const scalar_t* gy, const scalar_t* x, at::opmath_type<scalar_t> alpha,
+                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s, at::opmath_type<scalar_t>* slot,
+                      Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
+  if (NDIM == 2) return adjoint_inputs_slab<NDIM>(x, gy, alpha, eps, f, s, slot, sc);  // no middle axis
+  const double share = adjoint_inputs_slab<NDIM>(x, gy, alpha, eps, f, s, sc.v_slab.data(), sc);
+  middle_adjoint(sc.v_slab.data(), slot, f);
+  return share;
+}
+
 template <int NDIM, typename scalar_t>
 double backward_volume(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
                        at::opmath_type<scalar_t> eps, const Frame<NDIM>& f,
-                       Scratch<at::opmath_type<scalar_t>>& sc, std::vector<at::opmath_type<scalar_t>>& ring_store,
+                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc, std::vector<at::opmath_type<scalar_t>>& ring_store,
                        std::vector<at::opmath_type<scalar_t>>& rows) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t slab = int64_t(NDIM) * f.middle * f.inner;
   acc_t* ring[3] = {ring_store.data(), ring_store.data() + slab, ring_store.data() + 2 * slab};
-  double total = adjoint_inputs_slab<NDIM>(x, gy, alpha, eps, f, 0, ring[0], sc);
+  sc.middle.restart();
+  double total = fill_ring_slot<NDIM>(gy, x, alpha, eps, f, 0, ring[0], sc);
   for (int s = 0; s < f.outer; ++s) {
-    if (s + 1 < f.outer) total += adjoint_inputs_slab<NDIM>(x, gy, alpha, eps, f, s + 1, ring[(s + 1) % 3], sc);
+    if (s + 1 < f.outer) total += fill_ring_slot<NDIM>(gy, x, alpha, eps, f, s + 1, ring[(s + 1) % 3], sc);
     grad_input_slab<NDIM>(gy, gx, f, s, ring, rows);
   }
   return total;
 }
 
 at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  check_edge_inputs(x_in, alpha_in);
   TORCH_CHECK(x_in.device().is_cpu(), "edge_enhance (CPU kernel): x must be a CPU tensor");
-  const at::Tensor x = x_in.contiguous();
-  const at::Tensor alpha = alpha_in.contiguous();
-  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-  if (x.numel() == 0) return y;
+  const ForwardCall call(x_in, alpha_in);
+  const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
+  if (call.empty()) return y;
   const Extent e = extent_of(x);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "edge_enhance_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
@@ -256,7 +358,7 @@ at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, 
       constexpr int NDIM = decltype(ndim_tag)::value;
       const Frame<NDIM> f(e);
       at::parallel_for(0, e.planes, 1, [&](int64_t begin, int64_t end) {
-        Scratch<acc_t> sc(f.inner);
+        Scratch<NDIM, acc_t> sc(f);
         for (int64_t p = begin; p < end; ++p) {
           forward_volume<NDIM>(xp + p * e.volume(), yp + p * e.volume(), static_cast<acc_t>(ap[p % e.channels]),
                                static_cast<acc_t>(eps), f, sc);
@@ -271,13 +373,10 @@ at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, 
 
 std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& grad_y_in, const at::Tensor& x_in,
                                                              const at::Tensor& alpha_in, double eps) {
-  check_edge_backward_inputs(grad_y_in, x_in, alpha_in);
   TORCH_CHECK(x_in.device().is_cpu(), "edge_enhance_backward (CPU kernel): x must be a CPU tensor");
-  const at::Tensor x = x_in.contiguous();
-  const at::Tensor gy = grad_y_in.contiguous();
-  const at::Tensor alpha = alpha_in.contiguous();
-  at::Tensor gx = at::empty_like(x, at::MemoryFormat::Contiguous);
-  if (x.numel() == 0) return {gx, at::zeros_like(alpha)};
+  const BackwardCall call(grad_y_in, x_in, alpha_in);
+  const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x;
+  if (call.empty()) return call.result();
   const Extent e = extent_of(x);
   // One partial sum per (n, c) volume, added up per channel in a fixed order: deterministic
   // and without one long running float sum.
@@ -292,7 +391,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
       constexpr int NDIM = decltype(ndim_tag)::value;
       const Frame<NDIM> f(e);
       at::parallel_for(0, e.planes, 1, [&](int64_t begin, int64_t end) {
-        Scratch<acc_t> sc(f.inner);
+        Scratch<NDIM, acc_t> sc(f);
         std::vector<acc_t> ring(3 * int64_t(NDIM) * f.middle * f.inner);
         std::vector<acc_t> rows(2 * f.inner);
         for (int64_t p = begin; p < end; ++p) {
@@ -307,8 +406,8 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
   });
   std::vector<double> per_channel(e.channels, 0.0);
   for (int64_t p = 0; p < e.planes; ++p) per_channel[p % e.channels] += partial[p];
-  at::Tensor grad_alpha = at::tensor(per_channel, at::kDouble).to(alpha.scalar_type());
-  return {gx, grad_alpha};
+  call.grad_alpha.copy_(at::tensor(per_channel, at::kDouble));
+  return call.result();
 }
 
 }  // namespace

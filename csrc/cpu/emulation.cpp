@@ -42,11 +42,9 @@ void for_each_block(const TileGeometry& g, F&& block) {
 }
 
 at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  check_edge_inputs(x_in, alpha_in);
-  const at::Tensor x = x_in.contiguous();
-  const at::Tensor alpha = alpha_in.contiguous();
-  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-  if (x.numel() == 0) return y;
+  const ForwardCall call(x_in, alpha_in);
+  const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
+  if (call.empty()) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_forward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const TileGeometry g = geometry_for(x, Pass::kForward, sizeof(acc_t));
@@ -68,13 +66,9 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
 
 std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in, const at::Tensor& x_in,
                                                      const at::Tensor& alpha_in, double eps) {
-  check_edge_backward_inputs(grad_y_in, x_in, alpha_in);
-  const at::Tensor x = x_in.contiguous();
-  const at::Tensor gy = grad_y_in.contiguous();
-  const at::Tensor alpha = alpha_in.contiguous();
-  at::Tensor gx = at::empty_like(x, at::MemoryFormat::Contiguous);
-  at::Tensor grad_alpha = at::zeros_like(alpha);
-  if (x.numel() == 0) return {gx, grad_alpha};
+  const BackwardCall call(grad_y_in, x_in, alpha_in);
+  const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
+  if (call.empty()) return call.result();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const TileGeometry g = geometry_for(x, Pass::kBackward, sizeof(acc_t));
@@ -105,7 +99,7 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
       for_each_thread([&](int t) { channel_sum_store(c, t, smem.data(), gap); });
     }
   });
-  return {gx, grad_alpha};
+  return call.result();
 }
 
 }  // namespace

@@ -67,20 +67,16 @@ TileGeometry geometry_for(const at::Tensor& x, Pass pass, size_t opmath_bytes) {
   return make_geometry(x.dim() - 2, e.size, e.planes, e.channels, pass, opmath_bytes);
 }
 
-void check_cuda_inputs(const at::Tensor& x, const at::Tensor& alpha) {
+void check_cuda_input(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda(), "edge_enhance (CUDA kernel): x must be a CUDA tensor, got ", x.device());
-  TORCH_CHECK(alpha.device() == x.device(), "edge_enhance (CUDA kernel): alpha must be on ", x.device(),
-              ", got ", alpha.device());
 }
 
 at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  check_edge_inputs(x_in, alpha_in);
-  check_cuda_inputs(x_in, alpha_in);
+  check_cuda_input(x_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const at::Tensor x = x_in.contiguous();
-  const at::Tensor alpha = alpha_in.contiguous();
-  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-  if (x.numel() == 0) return y;
+  const ForwardCall call(x_in, alpha_in);  // also checks that alpha is on x's device
+  const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
+  if (call.empty()) return y;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "edge_enhance_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
@@ -99,15 +95,11 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
 
 std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& x_in,
                                                               const at::Tensor& alpha_in, double eps) {
-  check_edge_backward_inputs(grad_y_in, x_in, alpha_in);
-  check_cuda_inputs(x_in, alpha_in);
+  check_cuda_input(x_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const at::Tensor x = x_in.contiguous();
-  const at::Tensor gy = grad_y_in.contiguous();
-  const at::Tensor alpha = alpha_in.contiguous();
-  at::Tensor gx = at::empty_like(x, at::MemoryFormat::Contiguous);
-  at::Tensor grad_alpha = at::zeros_like(alpha);
-  if (x.numel() == 0) return {gx, grad_alpha};
+  const BackwardCall call(grad_y_in, x_in, alpha_in);  // also checks that all tensors share x's device
+  const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
+  if (call.empty()) return call.result();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "edge_enhance_backward_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
@@ -126,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
         partials.const_data_ptr<acc_t>(), g.blocks / g.channels, grad_alpha.mutable_data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
-  return {gx, grad_alpha};
+  return call.result();
 }
 
 }  // namespace
