@@ -136,6 +136,8 @@ def _pip_cuda_includes() -> list[str]:
 def _build(name: str, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
     cpp_extension = _cpp_extension()
     build_dir = cache_root() / f"{name}-{_source_hash(flags)}"
+    if not (build_dir / f"{name}.so").exists():
+        _require_compiler()  # a finished build loads without one
     build_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
@@ -166,7 +168,6 @@ def cpu_flags() -> tuple[str, ...]:
 @functools.cache
 def load_cpu_library() -> BuiltLibrary:
     """Build (if needed) and load the CPU library; idempotent within a process."""
-    _require_compiler()
     flags = cpu_flags()
     return _build("segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), with_cuda=False)
 
@@ -175,7 +176,6 @@ def build_cuda_library() -> BuiltLibrary:
     """Build and load the CUDA library; needs nvcc and a CUDA build of torch, not a GPU."""
     load_cpu_library()  # owns the schemas the CUDA kernels register against
     configure_cuda_environment()
-    _require_compiler()
     flags = CUDA_FLAGS + (os.environ["TORCH_CUDA_ARCH_LIST"],)
     return _build(
         "segnet_ops_cuda",

@@ -48,10 +48,6 @@ def _no_double_backward(ctx, grad_x, grad_alpha):
     )
 
 
-def _setup_backward_context(ctx, inputs, output) -> None:
-    pass
-
-
 def register_python_parts() -> None:
     """Register once, after the CPU library (which defines the schemas) has been loaded."""
     global _registered
@@ -60,9 +56,7 @@ def register_python_parts() -> None:
     torch.library.register_fake("segnet_ops::edge_enhance", _fake_edge_enhance)
     torch.library.register_fake("segnet_ops::edge_enhance_backward", _fake_edge_enhance_backward)
     torch.library.register_autograd("segnet_ops::edge_enhance", _backward, setup_context=_setup_context)
-    torch.library.register_autograd(
-        "segnet_ops::edge_enhance_backward", _no_double_backward, setup_context=_setup_backward_context
-    )
+    torch.library.register_autograd("segnet_ops::edge_enhance_backward", _no_double_backward)
     for device_type in ("cpu", "cuda"):
         torch.library.register_autocast("segnet_ops::edge_enhance", device_type, torch.float32)
     _registered = True
