@@ -1,7 +1,8 @@
 """Per-case, per-class segmentation metrics, shared by validation and evaluation.
 
-Dice follows nnU-Net: 2 TP / (2 TP + FP + FN) from label maps, NaN when a class is absent from
-both the prediction and the reference (left out of every mean), 0 when it is in only one.
+Dice is MONAI's (2 TP / (2 TP + FP + FN) from label maps) with nnU-Net's convention for empty
+classes: NaN when a class is absent from both the prediction and the reference (left out of
+every mean), 0 when it is in only one.
 HD95 is MONAI's 95th-percentile Hausdorff distance in physical units (voxel spacing), NaN when
 either side is empty.
 """
@@ -13,21 +14,19 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from monai.metrics import compute_hausdorff_distance
+from monai.metrics import compute_dice, compute_hausdorff_distance
 
 
 def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classes: int) -> list[float]:
     """Dice of classes 1..num_classes-1 between two integer label maps of the same shape."""
-    scores = []
-    for c in range(1, num_classes):
-        pred_c = prediction == c
-        ref_c = reference == c
-        tp = (pred_c & ref_c).sum().item()
-        fp = (pred_c & ~ref_c).sum().item()
-        fn = (~pred_c & ref_c).sum().item()
-        denominator = 2 * tp + fp + fn
-        scores.append(2 * tp / denominator if denominator else math.nan)
-    return scores
+    pred = prediction.reshape(1, 1, -1)  # one case, one channel of class indices
+    ref = reference.reshape(1, 1, -1)
+    # ignore_empty=False scores "empty in both" as 1; nnU-Net leaves such a class out instead.
+    scores = compute_dice(pred, ref, include_background=False, ignore_empty=False, num_classes=num_classes)[0]
+    return [
+        math.nan if not ((pred == c).any() or (ref == c).any()) else float(score)
+        for c, score in zip(range(1, num_classes), scores.tolist())
+    ]
 
 
 def hd95_per_class(

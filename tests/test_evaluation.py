@@ -19,13 +19,14 @@ from train_helpers import (
     TINY_MODEL,
     TINY_TRAINER,
     compose_config,
+    other_scanner,
     write_decathlon,
     write_nnunet,
 )
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
-from segnet.evaluation import Evaluator, summarize, write_reports
+from segnet.evaluation import Evaluator, select_cases, summarize, write_reports
 from segnet.lightning_module import SegmentationModule
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
 from segnet.run import train
@@ -139,6 +140,30 @@ def test_scanner_scale_and_offset_do_not_change_predictions(oracle_evaluator, tm
     first = evaluator.predict(load({"image": case.images[0]})["image"])
     second = evaluator.predict(load({"image": str(rescaled)})["image"])
     assert torch.equal(first, second)
+
+
+@pytest.mark.slow
+def test_model_generalizes_to_a_scanner_it_was_not_trained_on(tmp_path):
+    """Train on one 'scanner', evaluate on volumes from another (gain, offset, bias field, noise)."""
+    seen = write_decathlon(tmp_path / "SeenScanner", cases=6)
+    unseen = write_decathlon(tmp_path / "UnseenScanner", cases=3, first_seed=50, scanner=other_scanner)
+    run = tmp_path / "train"
+    train(compose_config(["data=decathlon", f"data.root={seen}", "data.patch_size=[16,16,16]", "data.num_workers=0",
+                          "data.batch_size=2", "data.samples_per_volume=4", "data.val_fraction=0.34",
+                          "model.channels=[8,16,32]",
+                          "model.strides=[2,2]", *TINY_TRAINER[:1], "trainer.max_epochs=25",
+                          "trainer.check_val_every_n_epoch=25", "trainer.enable_model_summary=false",
+                          "callbacks.progress_bar.refresh_rate=0"], output_dir=run))
+    module = SegmentationModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
+    scores = {}
+    for name, root in (("seen", seen), ("unseen", unseen)):
+        description = describe_dataset(str(root))
+        split = "validation" if name == "seen" else "all"  # seen: its held-out cases only
+        cases = select_cases(description, split, module.hparams.data)
+        results = Evaluator(module, tmp_path / f"eval_{name}").run(cases)
+        scores[name] = summarize(results, ["background", "core", "shell"])["foreground_mean"]["Dice"]
+    assert scores["seen"] >= 0.7, scores
+    assert scores["unseen"] >= scores["seen"] - 0.1, scores
 
 
 def test_nnunet_layout_is_read(tmp_path):

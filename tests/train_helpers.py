@@ -76,13 +76,25 @@ def sphere_case(shape=(20, 24, 16), center=None, radius=5, seed=0) -> tuple[np.n
 OBLIQUE_AFFINE = np.array([[0, 0, -2.5, 10], [-0.8, 0, 0, 5], [0, 1.2, 0, -3], [0, 0, 0, 1.0]])
 
 
+def other_scanner(image: np.ndarray, seed: int) -> np.ndarray:
+    """The same anatomy from another scanner: other gain and offset, a smooth bias field along
+    the first axis, and more noise."""
+    rng = np.random.default_rng(1000 + seed)
+    bias = np.linspace(0.9, 1.12, image.shape[0])[:, None, None]  # +-10 %, typical of MRI
+    return (2.5 * image * bias - 40 + rng.normal(0, 12, image.shape)).astype(np.float32)
+
+
 def write_decathlon(
-    root: Path, cases: int = 4, validation: bool = False, with_test: bool = False, affine: np.ndarray | None = None
+    root: Path, cases: int = 4, validation: bool = False, with_test: bool = False, affine: np.ndarray | None = None,
+    first_seed: int = 0, scanner=None,
 ) -> Path:
-    """A tiny Task folder: dataset.json, imagesTr, labelsTr (and imagesTs)."""
+    """A tiny Task folder: dataset.json, imagesTr, labelsTr (and imagesTs); `scanner` maps each
+    image (and its seed) to how another scanner would have recorded it."""
     training = []
     for i in range(cases):
-        image, label = sphere_case(seed=i, radius=4 + i % 2)
+        image, label = sphere_case(seed=first_seed + i, radius=4 + i % 2)
+        if scanner is not None:
+            image = scanner(image, first_seed + i)
         write_nifti(root / "imagesTr" / f"case_{i:03d}.nii.gz", image, affine)
         write_nifti(root / "labelsTr" / f"case_{i:03d}.nii.gz", label, affine)
         training.append({"image": f"./imagesTr/case_{i:03d}.nii.gz", "label": f"./labelsTr/case_{i:03d}.nii.gz"})

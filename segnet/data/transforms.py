@@ -48,7 +48,7 @@ def train_transforms(patch_size: Sequence[int], spatial_dims: int, samples_per_v
         T.RandScaleIntensityd(keys="image", factors=0.1, prob=0.5),
         T.RandShiftIntensityd(keys="image", offsets=0.1, prob=0.5),
         T.RandAdjustContrastd(keys="image", gamma=(0.7, 1.5), prob=0.3),
-        T.RandBiasFieldd(keys="image", coeff_range=(0.0, 0.1), prob=0.3),
+        T.RandBiasFieldd(keys="image", coeff_range=(0.0, 0.3), prob=0.5),
         T.RandGaussianNoised(keys="image", std=0.05, prob=0.2),
         # Crops need no geometry any more; plain tensors also batch cleanly after a squeeze.
         T.EnsureTyped(keys=list(KEYS), track_meta=False),
