@@ -7,8 +7,9 @@ Two ops-only shared libraries are built just in time with ``torch.utils.cpp_exte
 - ``segnet_ops_cuda``: the CUDA kernels, built with nvcc, loaded after the CPU library (which
   owns the schemas) and only where a GPU is visible.
 
-Each build lives in a folder named by a hash of the C++/CUDA sources, the torch version and the
-flags, so changing any of them rebuilds and two checkouts never overwrite each other's build.
+Each build lives in a folder named by a hash of the C++/CUDA sources (their contents and where
+they are), the torch version and the flags, so changing any of them rebuilds and two checkouts
+never overwrite each other's build.
 cpp_extension holds an OS-level file lock while it builds, so DDP ranks that load at once build
 once and the others wait; a killed builder releases it.
 """
@@ -59,7 +60,7 @@ def cache_root() -> Path:
 
 
 def _source_hash(extra: tuple[str, ...]) -> str:
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(str(CSRC).encode())  # ninja's build file names the sources by path
     for path in sorted(CSRC.rglob("*")):
         if path.suffix in {".h", ".cpp", ".cu"}:
             digest.update(str(path.relative_to(CSRC)).encode())
