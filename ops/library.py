@@ -31,7 +31,9 @@ import torch
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 CPU_SOURCES = ("schema.cpp", "cpu/edge_enhance.cpp", "cpu/emulation.cpp")
 CUDA_SOURCES = ("cuda/edge_enhance.cu",)
-CPU_FLAGS = ("-O3", "-fno-math-errno")  # no errno from sqrt, so its loops vectorize
+# -fopenmp: at::parallel_for is a header template over OpenMP; without it the loops run serially.
+# -fno-math-errno: no errno from sqrt, so its loops vectorize.
+CPU_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno")
 CUDA_FLAGS = ("-O3", "-lineinfo")
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100, H100/H200, and PTX for anything newer
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
@@ -91,10 +93,9 @@ def _ninja_from_pip() -> bool:
     return True
 
 
-def configure_cuda_environment() -> Path:
+def configure_cuda_environment() -> None:
     """Set what a CUDA build needs on a machine that may have no GPU: CUDA_HOME (cpp_extension
-    guesses wrong from a wrapper nvcc), TORCH_CUDA_ARCH_LIST (no GPU to detect), and the pip
-    CUDA headers ATen includes (cusparse.h). Returns the nvcc it will use."""
+    guesses wrong from a wrapper nvcc) and TORCH_CUDA_ARCH_LIST (no GPU to detect)."""
     cuda_home = Path(os.environ.setdefault("CUDA_HOME", DEFAULT_CUDA_HOME))
     nvcc = cuda_home / "bin" / "nvcc"
     if not nvcc.exists():
@@ -110,7 +111,6 @@ def configure_cuda_environment() -> Path:
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
     cpp_extension = _cpp_extension()
     cpp_extension.CUDA_HOME = str(cuda_home)  # read once at import; make it follow the env var
-    return nvcc
 
 
 def _cpp_extension():
@@ -127,6 +127,7 @@ def _cpp_extension():
 
 
 def _pip_cuda_includes() -> list[str]:
+    """The CUDA headers of torch's pip dependencies (ATen's CUDA headers include cusparse.h)."""
     try:
         import nvidia
     except ImportError:
@@ -170,7 +171,9 @@ def cpu_flags() -> tuple[str, ...]:
 def load_cpu_library() -> BuiltLibrary:
     """Build (if needed) and load the CPU library; idempotent within a process."""
     flags = cpu_flags()
-    return _build("segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), with_cuda=False)
+    return _build(
+        "segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), extra_ldflags=["-fopenmp"], with_cuda=False
+    )
 
 
 def build_cuda_library() -> BuiltLibrary:

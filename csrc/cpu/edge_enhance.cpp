@@ -82,17 +82,23 @@ struct MiddlePass {
   }
 };
 
-// Normalized derivatives of row (s, r): g[d][j] for j in [0, inner), from the middle pass of
-// slabs s-1, s, s+1 (clamped). `rows` holds the outer-axis pass with one replicated sample each
-// side, ready for the pass along the row.
+// The outer-axis pass for row (s, r), from the middle pass of slabs s-1, s, s+1 (clamped):
+// three rows of `rows` (each inner + 2 long, one replicated sample each side) that the pass
+// along the row turns into derivatives. Returns pointers to their first real sample.
 template <int NDIM, typename acc_t>
-void row_gradients(const MiddlePass<NDIM, acc_t>& mp, const Frame<NDIM>& f, int s, int r, acc_t* rows,
-                   acc_t* const* g) {
+struct OuterPass {
+  acc_t* inner;   // smoothed across rows: the inner derivative differentiates it along the row
+  acc_t* outer;   // differentiated along the outer axis: smoothed along the row
+  acc_t* middle;  // differentiated along the middle axis (3D): smoothed along the row
+};
+
+template <int NDIM, typename acc_t>
+OuterPass<NDIM, acc_t> outer_pass(const MiddlePass<NDIM, acc_t>& mp, const Frame<NDIM>& f, int s, int r, acc_t* rows) {
   const int W = f.inner;
   const int P = W + 2;
-  acc_t* __restrict t_inner = rows + 1;       // smoothed across rows, differentiated along the row
-  acc_t* __restrict t_outer = rows + P + 1;   // differentiated along the outer axis
-  acc_t* __restrict t_middle = rows + 2 * P + 1;  // differentiated along the middle axis (3D)
+  acc_t* __restrict t_inner = rows + 1;
+  acc_t* __restrict t_outer = rows + P + 1;
+  acc_t* __restrict t_middle = rows + 2 * P + 1;
   const int before = clamp_index(s - 1, f.outer), after = clamp_index(s + 1, f.outer);
   const acc_t* __restrict sa = mp.smoothed(before, r, W);
   const acc_t* __restrict sb = mp.smoothed(s, r, W);
@@ -111,40 +117,25 @@ void row_gradients(const MiddlePass<NDIM, acc_t>& mp, const Frame<NDIM>& f, int 
     t[-1] = t[0];
     t[W] = t[W - 1];
   }
-  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
-  acc_t* __restrict gi = g[Deriv<NDIM>::inner];
-  acc_t* __restrict go = g[Deriv<NDIM>::outer];
-  for (int j = 0; j < W; ++j) {
-    gi[j] = (t_inner[j + 1] - t_inner[j - 1]) * inv;
-    go[j] = (t_outer[j - 1] + 2 * t_outer[j] + t_outer[j + 1]) * inv;
-  }
-  if (NDIM == 3) {
-    acc_t* __restrict gm = g[Deriv<NDIM>::middle];
-    for (int j = 0; j < W; ++j) gm[j] = (t_middle[j - 1] + 2 * t_middle[j] + t_middle[j + 1]) * inv;
-  }
+  return {t_inner, t_outer, t_middle};
 }
 
+// The pass along the row at sample j: the normalized derivatives (tensor order).
 template <int NDIM, typename acc_t>
-void row_sum_of_squares(acc_t* const* g, acc_t* __restrict out, int W) {
-  for (int j = 0; j < W; ++j) {
-    acc_t s = 0;
-    for (int d = 0; d < NDIM; ++d) s += g[d][j] * g[d][j];
-    out[j] = s;
-  }
+inline void derivatives_at(const OuterPass<NDIM, acc_t>& t, int j, acc_t inv, acc_t* g) {
+  g[Deriv<NDIM>::inner] = (t.inner[j + 1] - t.inner[j - 1]) * inv;
+  g[Deriv<NDIM>::outer] = (t.outer[j - 1] + 2 * t.outer[j] + t.outer[j + 1]) * inv;
+  if (NDIM == 3) g[Deriv<NDIM>::middle] = (t.middle[j - 1] + 2 * t.middle[j] + t.middle[j + 1]) * inv;
 }
 
 // Per-thread scratch of a volume sweep; allocated once per parallel chunk.
 template <int NDIM, typename acc_t>
 struct Scratch {
-  std::vector<acc_t> rows, grads, sumsq, grad_y;
+  std::vector<acc_t> rows;    // the outer-axis pass of one row
   std::vector<acc_t> v_slab;  // backward, 3D: one slab's v_d before the middle-axis adjoint
-  acc_t* g[3];
   MiddlePass<NDIM, acc_t> middle;
   explicit Scratch(const Frame<NDIM>& f)
-      : rows(3 * (f.inner + 2)), grads(3 * f.inner), sumsq(f.inner), grad_y(f.inner),
-        v_slab(NDIM == 3 ? size_t(NDIM) * f.middle * f.inner : 0), middle(f) {
-    for (int d = 0; d < 3; ++d) g[d] = grads.data() + d * f.inner;
-  }
+      : rows(3 * (f.inner + 2)), v_slab(NDIM == 3 ? size_t(NDIM) * f.middle * f.inner : 0), middle(f) {}
 };
 
 template <int NDIM, typename scalar_t>
@@ -152,67 +143,68 @@ void forward_volume(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> al
                     at::opmath_type<scalar_t> eps, const Frame<NDIM>& f,
                     Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int W = f.inner;
+  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
   sc.middle.restart();
   for (int s = 0; s < f.outer; ++s) {
     sc.middle.advance_to(x, f, s + 1);
     for (int r = 0; r < f.middle; ++r) {
-      row_gradients<NDIM>(sc.middle, f, s, r, sc.rows.data(), sc.g);
-      row_sum_of_squares<NDIM>(sc.g, sc.sumsq.data(), W);
+      const OuterPass<NDIM, acc_t> t = outer_pass(sc.middle, f, s, r, sc.rows.data());
       const scalar_t* __restrict xr = x + f.row_offset(s, r);
       scalar_t* __restrict yr = y + f.row_offset(s, r);
-      const acc_t* __restrict ss = sc.sumsq.data();
-      for (int j = 0; j < W; ++j) {
-        yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, edge_magnitude(ss[j], eps)));
+      for (int j = 0; j < f.inner; ++j) {  // the pass along the row, fused with the output
+        acc_t d[3];
+        derivatives_at<NDIM>(t, j, inv, d);
+        acc_t sum_of_squares = 0;
+        for (int k = 0; k < NDIM; ++k) sum_of_squares += d[k] * d[k];
+        yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, edge_magnitude(sum_of_squares, eps)));
       }
     }
   }
 }
 
-// sum_j a[j] * b[j] in kLanes fixed partial sums: vectorizes without -ffast-math and adds in
-// the same order on every run.
-template <typename acc_t>
-acc_t dot_in_lanes(const acc_t* __restrict a, const acc_t* __restrict b, int n) {
-  constexpr int kLanes = 16;
-  acc_t lanes[kLanes] = {};
-  int j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lanes[k] += a[j + k] * b[j + k];
-  }
-  for (; j < n; ++j) lanes[0] += a[j] * b[j];
-  acc_t sum = 0;
-  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
-  return sum;
-}
-
 // v_d of one slab (all middle rows at outer index s) into `v` (NDIM planes of middle * inner);
-// returns the slab's share of sum(grad_y * m).
+// returns the slab's share of sum(grad_y * m). The pass along the row, the magnitude and v_d
+// are one loop; its sum runs in kLanes fixed partial sums, which vectorize without -ffast-math
+// and add up in the same order on every run.
 template <int NDIM, typename scalar_t>
 double adjoint_inputs_slab(const scalar_t* x, const scalar_t* gy, at::opmath_type<scalar_t> alpha,
                            at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s,
                            at::opmath_type<scalar_t>* v, Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
+  constexpr int kLanes = 16;
   const int W = f.inner;
   const int64_t plane = int64_t(f.middle) * W;
-  acc_t* __restrict m = sc.sumsq.data();   // sum of squares, then m, then alpha * gy / m
-  acc_t* __restrict g = sc.grad_y.data();  // grad_y of the row in the accumulation type
+  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
   double slab_sum = 0;
   sc.middle.advance_to(x, f, s + 1);
   for (int r = 0; r < f.middle; ++r) {
-    row_gradients<NDIM>(sc.middle, f, s, r, sc.rows.data(), sc.g);
-    row_sum_of_squares<NDIM>(sc.g, m, W);
+    const OuterPass<NDIM, acc_t> t = outer_pass(sc.middle, f, s, r, sc.rows.data());
     const scalar_t* __restrict gr = gy + f.row_offset(s, r);
-    for (int j = 0; j < W; ++j) {
-      g[j] = static_cast<acc_t>(gr[j]);
-      m[j] = edge_magnitude(m[j], eps);
+    acc_t* __restrict v0 = v + int64_t(r) * W;
+    acc_t* __restrict v1 = v0 + plane;
+    acc_t* __restrict v2 = v0 + 2 * plane;
+    auto at = [&](int j) {  // v_d at sample j; returns grad_y * m there
+      acc_t d[3];
+      derivatives_at<NDIM>(t, j, inv, d);
+      acc_t sum_of_squares = 0;
+      for (int k = 0; k < NDIM; ++k) sum_of_squares += d[k] * d[k];
+      const acc_t m = edge_magnitude(sum_of_squares, eps);
+      const acc_t g = static_cast<acc_t>(gr[j]);
+      const acc_t scale = adjoint_scale(alpha, g, m);
+      v0[j] = scale * d[0];
+      v1[j] = scale * d[1];
+      if (NDIM == 3) v2[j] = scale * d[2];
+      return g * m;
+    };
+    acc_t lanes[kLanes] = {};
+    int j = 0;
+    for (; j + kLanes <= W; j += kLanes) {
+      for (int k = 0; k < kLanes; ++k) lanes[k] += at(j + k);
     }
-    slab_sum += dot_in_lanes(g, m, W);
-    for (int j = 0; j < W; ++j) m[j] = adjoint_scale(alpha, g[j], m[j]);
-    for (int d = 0; d < NDIM; ++d) {
-      acc_t* __restrict vd = v + d * plane + int64_t(r) * W;
-      const acc_t* __restrict gd = sc.g[d];
-      for (int j = 0; j < W; ++j) vd[j] = m[j] * gd[j];
-    }
+    for (; j < W; ++j) lanes[0] += at(j);
+    acc_t row_sum = 0;
+    for (int k = 0; k < kLanes; ++k) row_sum += lanes[k];
+    slab_sum += row_sum;
   }
   return slab_sum;
 }
