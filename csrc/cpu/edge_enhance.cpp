@@ -25,7 +25,6 @@ struct Frame {
   explicit Frame(const Extent& e)
       : outer(NDIM == 3 ? e.size[0] : e.size[1]), middle(NDIM == 3 ? e.size[1] : 1), inner(e.size[2]) {}
   int64_t row_offset(int s, int r) const { return (int64_t(s) * middle + r) * inner; }
-  static constexpr int kMiddleReach = NDIM == 3 ? 1 : 0;  // middle-axis taps: {-1,0,1} or {0}
 };
 
 // Derivative index (tensor order) of each frame axis.
