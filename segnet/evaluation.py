@@ -101,6 +101,9 @@ class Evaluator:
         self.output_dir = output_dir
         self.tta = tta
         self.class_names = list(module.hparams.data["class_names"])
+        self.load = eval_transforms(with_label=False)
+        # Back to the image's voxel grid: undo the loading transforms (orientation).
+        self.restore = Invertd(keys="pred", transform=self.load, orig_keys="image", nearest_interp=True)
 
     @torch.no_grad()
     def predict(self, image: torch.Tensor) -> torch.Tensor:
@@ -110,15 +113,13 @@ class Evaluator:
             return predict_with_flips(self.module.predict_logits, batch).argmax(1)
         return self.module.predict_logits(batch).argmax(1)
 
-    def run_case(self, item: dict[str, Any], case: Case) -> CaseResult:
-        transform = eval_transforms(with_label=False)
-        loaded = transform({"image": item["image"]})
+    def run_case(self, case: Case) -> CaseResult:
+        loaded = self.load({"image": case_dicts([case])[0]["image"]})
         prediction = self.predict(loaded["image"]).cpu().to(torch.uint8)
         loaded["pred"] = MetaTensor(
             prediction, meta=loaded["image"].meta, applied_operations=loaded["image"].applied_operations
         )
-        # Back to the image's voxel grid: undo the loading transforms (orientation).
-        restored = Invertd(keys="pred", transform=transform, orig_keys="image", nearest_interp=True)(loaded)
+        restored = self.restore(loaded)
         label_map = np.asarray(restored["pred"][0]).astype(np.uint8)
         first_image = nib.load(case.images[0])
         path = self.output_dir / "predictions" / f"{case.name}.nii.gz"
@@ -128,8 +129,7 @@ class Evaluator:
         return CaseResult(case, path, metrics)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:
-        items = case_dicts(cases)
-        return [self.run_case(item, case) for item, case in tqdm(list(zip(items, cases)), desc="evaluating", unit="case")]
+        return [self.run_case(case) for case in tqdm(cases, desc="evaluating", unit="case")]
 
 
 def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, Any]:

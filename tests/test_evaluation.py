@@ -85,7 +85,7 @@ def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
     results = []
     for case in description.training:
         current["image"] = case.images[0]
-        results.append(evaluator.run_case({"image": case.images[0]}, case))
+        results.append(evaluator.run_case(case))
     for result in results:
         written = nib.load(result.prediction_file)
         label = nib.load(result.case.label)
@@ -111,7 +111,7 @@ def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path
     from segnet.data.dataset_json import Case
 
     monkeypatch.setattr(evaluator, "predict", lambda image: load_as_trained(case.images[0], str(edited))[None])
-    result = evaluator.run_case({"image": case.images[0]}, Case(case.name, case.images, str(edited)))
+    result = evaluator.run_case(Case(case.name, case.images, str(edited)))
     assert result.metrics["1"]["Dice"] == 1.0
     assert math.isnan(result.metrics["2"]["Dice"]) and math.isnan(result.metrics["2"]["HD95"])
     summary = summarize([result], ["background", "core", "shell"])
@@ -124,7 +124,7 @@ def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path
 def test_image_without_label_gets_a_prediction_and_no_metrics(oracle_evaluator):
     evaluator, description, _ = oracle_evaluator
     (case,) = description.test
-    result = evaluator.run_case({"image": case.images[0]}, case)
+    result = evaluator.run_case(case)
     assert result.metrics is None
     assert nib.load(result.prediction_file).shape == nib.load(case.images[0]).shape
 
