@@ -185,8 +185,7 @@ def build_cuda_library() -> BuiltLibrary:
         "segnet_ops_cuda",
         CUDA_SOURCES,
         flags,
-        extra_cflags=list(cpu_flags()),
-        extra_cuda_cflags=list(CUDA_FLAGS),
+        extra_cuda_cflags=list(CUDA_FLAGS),  # the library is one .cu file: no host-compiler sources
         extra_include_paths=_pip_cuda_includes(),
         with_cuda=True,
     )
