@@ -109,15 +109,10 @@ def versions() -> dict[str, str]:
 
 
 def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
-    to_dict = lambda node: OmegaConf.to_container(node, resolve=True)  # noqa: E731
-    return SegmentationModule(
-        model=to_dict(cfg.model),
-        data=to_dict(cfg.data),
-        optim=to_dict(cfg.optim),
-        inference=to_dict(cfg.inference),
-        backend=backend,
-        compile=bool(cfg.compile),
-    )
+    # Plain dicts, resolved: the checkpoint's hyperparameters must not depend on Hydra or on
+    # dataset.json still being where it was.
+    sections = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "data", "optim", "inference")}
+    return SegmentationModule(**sections, backend=backend, compile=bool(cfg.compile))
 
 
 def _score(value: Any) -> float:
