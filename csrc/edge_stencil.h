@@ -23,7 +23,7 @@ SEGNET_HD float filter_tap(int filter, int k) {
 }
 
 // Sum of the absolute taps of one K_d: 2 * 4 in 2D, 2 * 4 * 4 in 3D.
-SEGNET_HD float kernel_norm(int ndim) { return ndim == 2 ? 8.0f : 32.0f; }
+constexpr SEGNET_HD float kernel_norm(int ndim) { return ndim == 2 ? 8.0f : 32.0f; }
 
 // Weight with which sample i of a clamped 3-tap correlation reads sample j of an axis of
 // length n: the taps whose clamped position lands on j add up (replicate border).
@@ -35,9 +35,6 @@ SEGNET_HD float adjoint_tap(int filter, int i, int j, int n) {
   }
   return w;
 }
-
-// Filter that derivative d applies along spatial axis a (both counted in tensor order).
-SEGNET_HD int axis_filter(int a, int d) { return a == d ? kDeriv : kSmooth; }
 
 template <typename T>
 SEGNET_HD T edge_magnitude(T sum_of_squares, T eps) {
@@ -57,61 +54,46 @@ SEGNET_HD T adjoint_scale(T alpha, T grad_y, T m) {
   return alpha * grad_y / m;
 }
 
-// Normalized Sobel derivatives g[0..NDIM) at one point, read through at(o0, o1, o2), a functor
-// returning the (already clamped) input at the offset; for NDIM == 2 o0 is always 0.
-template <int NDIM, typename T, typename At>
-SEGNET_HD void sobel_gradients(const At& at, T* g) {
-  constexpr int lead = 3 - NDIM;  // axes before the spatial ones in the (o0, o1, o2) frame
-  for (int d = 0; d < NDIM; ++d) g[d] = T(0);
-  for (int o0 = (NDIM == 3 ? -1 : 0); o0 <= (NDIM == 3 ? 1 : 0); ++o0) {
-    for (int o1 = -1; o1 <= 1; ++o1) {
-      for (int o2 = -1; o2 <= 1; ++o2) {
-        const int off[3] = {o0, o1, o2};
-        const T v = at(o0, o1, o2);
-        for (int d = 0; d < NDIM; ++d) {
-          float w = 1.0f;
-          for (int a = 0; a < NDIM; ++a) w *= filter_tap(axis_filter(a, d), off[lead + a]);
-          g[d] += T(w) * v;
-        }
-      }
-    }
-  }
-  const T inv = T(1) / T(kernel_norm(NDIM));
-  for (int d = 0; d < NDIM; ++d) g[d] *= inv;
+// sqrt(s) and 1 / sqrt(s) for the magnitude's argument s >= 0. On the GPU, float32 uses the
+// special-function unit's approximations (sqrt.approx, rsqrt: relative error about 2^-22, far
+// inside the op's float32 tolerance; a correctly rounded sqrtf costs a dozen instructions and a
+// slow path); float64 refines the hardware's approximation (sqrt as s * rsqrt(s)); the host uses
+// the library.
+SEGNET_HD float fast_rsqrt(float s) {
+#if defined(__CUDA_ARCH__)
+  return rsqrtf(s);
+#else
+  return 1.0f / std::sqrt(s);
+#endif
+}
+SEGNET_HD double fast_rsqrt(double s) {
+#if defined(__CUDA_ARCH__)
+  // The hardware's approximation, then two Newton steps (each doubles the correct bits): the
+  // library's rsqrt would add a slow-path call inside the loop.
+  double r;
+  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(s));
+  r = r * (1.5 - 0.5 * s * r * r);
+  return r * (1.5 - 0.5 * s * r * r);
+#else
+  return 1.0 / std::sqrt(s);
+#endif
 }
 
-// sum_d K_d^T v_d at position pos of a grid of the given size (three axes; for NDIM == 2 the
-// first is size 1): v(d, o0, o1, o2) returns v_d at pos + o, which must lie inside the grid.
-template <int NDIM, typename T, typename V>
-SEGNET_HD T adjoint_gather(const int* pos, const int* size, const V& v) {
-  constexpr int lead = 3 - NDIM;
-  // Per axis, filter and offset: the clamped-adjoint weight, zero where pos + o leaves the grid.
-  float w[3][2][3];
-  for (int a = 0; a < 3; ++a) {
-    for (int f = 0; f < 2; ++f) {
-      for (int o = -1; o <= 1; ++o) {
-        const int i = pos[a] + o;
-        const bool inside = i >= 0 && i < size[a];
-        w[a][f][o + 1] = inside ? adjoint_tap(f, i, pos[a], size[a]) : 0.0f;
-      }
-    }
-  }
-  T sum = T(0);
-  for (int o0 = (NDIM == 3 ? -1 : 0); o0 <= (NDIM == 3 ? 1 : 0); ++o0) {
-    for (int o1 = -1; o1 <= 1; ++o1) {
-      for (int o2 = -1; o2 <= 1; ++o2) {
-        const int off[3] = {o0, o1, o2};
-        for (int d = 0; d < NDIM; ++d) {
-          float wd = 1.0f;
-          for (int a = 0; a < NDIM; ++a) {
-            wd *= w[lead + a][axis_filter(a, d)][off[lead + a] + 1];
-          }
-          if (wd != 0.0f) sum += T(wd) * v(d, o0, o1, o2);
-        }
-      }
-    }
-  }
-  return sum / T(kernel_norm(NDIM));
+SEGNET_HD float fast_sqrt(float s) {
+#if defined(__CUDA_ARCH__)
+  float root;
+  asm("sqrt.approx.f32 %0, %1;" : "=f"(root) : "f"(s));
+  return root;
+#else
+  return std::sqrt(s);
+#endif
+}
+SEGNET_HD double fast_sqrt(double s) {
+#if defined(__CUDA_ARCH__)
+  return s > 0.0 && s < INFINITY ? s * fast_rsqrt(s) : s;  // sqrt's slow path is a call inside the loop
+#else
+  return std::sqrt(s);
+#endif
 }
 
 }  // namespace segnet

@@ -1,5 +1,5 @@
-// CUDA kernels of the edge op: thin __global__ wrappers that run the phases of
-// csrc/edge_tiles.h with a barrier between them (the host emulation runs the same phases).
+// CUDA kernels of the edge op: thin __global__ wrappers around the march of csrc/march/, one
+// thread per lane (the host emulation runs the same march for all lanes of a unit at once).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -8,7 +8,10 @@
 #include <torch/library.h>
 
 #include "../checks.h"
-#include "../edge_tiles.h"
+#include "../march/backward.h"
+#include "../march/channel_sum.h"
+#include "../march/forward.h"
+#include "../march/launch.h"
 
 namespace segnet {
 namespace {
@@ -19,52 +22,55 @@ __device__ acc_t* shared_memory() {
   return reinterpret_cast<acc_t*>(shared_raw);
 }
 
-template <typename acc_t>
-__device__ void block_tree_reduction(acc_t* values) {
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    reduce_step(threadIdx.x, stride, values);
-    __syncthreads();
-  }
+// The unit and the lane within it of this thread; whole units leave together.
+struct ThreadPlace {
+  int64_t unit;
+  int thread;
+};
+
+__device__ __forceinline__ ThreadPlace thread_place(const MarchGeometry& g) {
+  const int unit_threads = g.unit_warps * kWarpLanes;
+  const int units_per_block = blockDim.x / unit_threads;
+  return {int64_t(blockIdx.x) * units_per_block + threadIdx.x / unit_threads, int(threadIdx.x % unit_threads)};
 }
 
-template <int NDIM, typename scalar_t, typename acc_t>
-__global__ void __launch_bounds__(kThreads)
-    forward_kernel(TileGeometry g, const scalar_t* __restrict__ x, const scalar_t* __restrict__ alpha,
+template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    forward_kernel(MarchGeometry g, const scalar_t* __restrict__ x, const scalar_t* __restrict__ alpha,
                    scalar_t* __restrict__ y, acc_t eps) {
-  acc_t* smem = shared_memory<acc_t>();
-  load_input_box(g, blockIdx.x, threadIdx.x, smem, x);
-  __syncthreads();
-  forward_outputs<NDIM>(g, blockIdx.x, threadIdx.x, smem, alpha, y, eps);
+  const ThreadPlace at = thread_place(g);
+  if (at.unit >= g.units) return;
+  const LaneSite site = lane_site(g, at.unit, at.thread);
+  ForwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, x, y, static_cast<acc_t>(alpha[site.channel]), eps);
+  DeviceLanes<decltype(lane), acc_t> group{lane, nullptr};
+  forward_march<NDIM>(group, site.begin, site.end);
 }
 
-template <int NDIM, typename scalar_t, typename acc_t>
-__global__ void __launch_bounds__(kThreads)
-    backward_kernel(TileGeometry g, const scalar_t* __restrict__ grad_y, const scalar_t* __restrict__ x,
+template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    backward_kernel(MarchGeometry g, const scalar_t* __restrict__ grad_y, const scalar_t* __restrict__ x,
                     const scalar_t* __restrict__ alpha, scalar_t* __restrict__ grad_x, acc_t* __restrict__ partials,
                     acc_t eps) {
-  acc_t* smem = shared_memory<acc_t>();
-  load_input_box(g, blockIdx.x, threadIdx.x, smem, x);
-  __syncthreads();
-  backward_adjoint_inputs<NDIM>(g, blockIdx.x, threadIdx.x, smem, grad_y, alpha, eps);
-  __syncthreads();
-  backward_grad_input<NDIM>(g, blockIdx.x, threadIdx.x, smem, grad_y, grad_x);
-  block_tree_reduction(BackwardShared<acc_t>(g, smem).partial);
-  store_block_partial(g, blockIdx.x, threadIdx.x, smem, partials);
+  const ThreadPlace at = thread_place(g);
+  if (at.unit >= g.units) return;
+  const LaneSite site = lane_site(g, at.unit, at.thread);
+  BackwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, grad_y, x, grad_x,
+                                                   static_cast<acc_t>(alpha[site.channel]), eps);
+  DeviceLanes<decltype(lane), acc_t> group{lane, shared_memory<acc_t>()};
+  backward_march<NDIM>(group, site.begin, site.end, g.outer, g.middle, g.unit_warps, partials);
 }
 
 template <typename scalar_t, typename acc_t>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kSumThreads)
     channel_sum_kernel(const acc_t* __restrict__ partials, int64_t per_channel, scalar_t* __restrict__ grad_alpha) {
-  __shared__ acc_t smem[kThreads];
+  __shared__ acc_t smem[kSumThreads];
   channel_sum_load(blockIdx.x, threadIdx.x, smem, partials, per_channel);
   __syncthreads();
-  block_tree_reduction(smem);
+  for (int stride = kSumThreads / 2; stride > 0; stride /= 2) {
+    reduce_step(threadIdx.x, stride, smem);
+    __syncthreads();
+  }
   channel_sum_store(blockIdx.x, threadIdx.x, smem, grad_alpha);
-}
-
-TileGeometry geometry_for(const at::Tensor& x, Pass pass, size_t opmath_bytes) {
-  const Extent e = extent_of(x);
-  return make_geometry(x.dim() - 2, e.size, e.planes, e.channels, pass, opmath_bytes);
 }
 
 void check_cuda_input(const at::Tensor& x) {
@@ -80,15 +86,16 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "edge_enhance_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const TileGeometry g = geometry_for(x, Pass::kForward, sizeof(acc_t));
-    auto launch = [&](auto kernel) {
-      kernel<<<g.blocks, kThreads, g.shared_bytes, stream>>>(g, x.const_data_ptr<scalar_t>(),
-                                                             alpha.const_data_ptr<scalar_t>(),
-                                                             y.mutable_data_ptr<scalar_t>(), static_cast<acc_t>(eps));
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (x.dim() == 4) launch(forward_kernel<2, scalar_t, acc_t>);
-    else launch(forward_kernel<3, scalar_t, acc_t>);
+    with_ndim(x, [&](auto ndim) {
+      constexpr int NDIM = decltype(ndim)::value;
+      const MarchGeometry g = march_geometry<NDIM, scalar_t, acc_t>(x, Pass::kForward, {x, y});
+      with_vector(g.vector, [&](auto vector) {
+        forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, 0, stream>>>(
+            g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+            static_cast<acc_t>(eps));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
+    });
   });
   return y;
 }
@@ -103,20 +110,20 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "edge_enhance_backward_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const TileGeometry g = geometry_for(x, Pass::kBackward, sizeof(acc_t));
-    const auto acc_dtype = c10::CppTypeToScalarType<acc_t>::value;
-    at::Tensor partials = at::empty({g.blocks}, x.options().dtype(acc_dtype));
-    auto launch = [&](auto kernel) {
-      kernel<<<g.blocks, kThreads, g.shared_bytes, stream>>>(
-          g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
-          gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), static_cast<acc_t>(eps));
+    with_ndim(x, [&](auto ndim) {
+      constexpr int NDIM = decltype(ndim)::value;
+      const MarchGeometry g = march_geometry<NDIM, scalar_t, acc_t>(x, Pass::kBackward, {x, gy, gx});
+      const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+      with_vector(g.vector, [&](auto vector) {
+        backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, g.shared_bytes, stream>>>(
+            g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
+            gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), static_cast<acc_t>(eps));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
+      channel_sum_kernel<scalar_t, acc_t><<<g.channels, kSumThreads, 0, stream>>>(
+          partials.const_data_ptr<acc_t>(), partials.numel() / g.channels, grad_alpha.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (x.dim() == 4) launch(backward_kernel<2, scalar_t, acc_t>);
-    else launch(backward_kernel<3, scalar_t, acc_t>);
-    channel_sum_kernel<scalar_t, acc_t><<<g.channels, kThreads, 0, stream>>>(
-        partials.const_data_ptr<acc_t>(), g.blocks / g.channels, grad_alpha.mutable_data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   });
   return call.result();
 }

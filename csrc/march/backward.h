@@ -1,0 +1,199 @@
+// Backward pass of the marching kernel, in the forward pass's window.
+//
+// With r = 1 / sqrt(sum_d g_d^2 + N^2 eps) for the raw derivatives g_d (see forward.h):
+//     v_d = alpha * grad_y * g_d * r / N                 (the op's v_d, with the adjoint's 1/N folded in)
+//     grad_alpha = sum grad_y * sqrt(sum_d g_d^2 + N^2 eps) / N
+//     grad_x = grad_y + sum_d K_d^T v_d,   K_d^T separable like K_d.
+// Each clamped 3-tap adjoint is the interior formula (S^T u = u[-1] + 2 u + u[+1],
+// D^T u = u[-1] - u[+1]) with one ghost sample past each end: a copy of the end sample for S^T,
+// its negative for D^T (this reproduces the folded border taps of shared/design/edge-op.md,
+// including axes of length 1). The adjoint runs axis by axis in the reverse order of the
+// forward pass:
+//     along the strip:        u_outer = S_W^T v_outer,  u_middle = S_W^T v_middle,  u_inner = D_W^T v_inner
+//     across rows (3D only):  P = S_M^T u_outer,  Q = D_M^T u_middle + S_M^T u_inner   (2D: P = u_outer, Q = u_inner)
+//     along the march:        grad_x[p] = grad_y[p] + P[p-1] - P[p+1] + Q[p-1] + 2 Q[p] + Q[p+1]
+// A step computes v, P and Q at plane p and completes grad_x at plane p - 1, so grad_y is read
+// once and x once (plus the halo). In 3D the rows above and below a lane belong to other warps:
+// a unit is kBackwardRows + 2 warps on consecutive rows, which trade u through shared memory.
+#pragma once
+
+#include "window.h"
+
+namespace segnet {
+
+template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
+struct BackwardLane : MarchLane<NDIM, scalar_t, acc_t, VECTOR> {
+  using Base = MarchLane<NDIM, scalar_t, acc_t, VECTOR>;
+  using Base::S;
+  static constexpr int kCentre = Base::R / 2;
+  const scalar_t* grad_y;
+  scalar_t* grad_x;
+  acc_t alpha_over_norm, eps_times_norm2;
+  scalar_t gy_ahead[S];
+  acc_t gy[S];
+  acc_t v_outer[S], v_middle[S], v_inner[S];
+  acc_t u_outer[S], u_middle[S], u_inner[S];
+  acc_t p_now[S], q_now[S], p_before[S], q_before[S];
+  acc_t pending[S];  // grad_x at plane p - 1 but for its P[p] and Q[p] terms
+
+  SEGNET_HD BackwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* grad_y_all,
+                         const scalar_t* x_all, scalar_t* grad_x_all, acc_t alpha, acc_t eps)
+      : Base(g, s, x_all), grad_y(grad_y_all + s.plane * g.volume()), grad_x(grad_x_all + s.plane * g.volume()),
+        alpha_over_norm(alpha / Base::kNorm), eps_times_norm2(eps * Base::kNorm * Base::kNorm) {}
+
+  SEGNET_HD const scalar_t* own_row(const scalar_t* vol, int q) const {
+    return vol + this->plane_offset(q) + this->row_offset[kCentre];
+  }
+  SEGNET_HD void fetch_grad(int q) { load_strip<VECTOR>(own_row(grad_y, q), this->site.w0, this->inner, gy_ahead); }
+
+  // v_d at plane p from the window, and the lane's share of grad_alpha where it owns plane p.
+  SEGNET_HD void adjoint_inputs(int p, bool owned_plane) {
+    widen(gy_ahead, gy);
+    fetch_grad(p + 1);
+    const auto& w = this->window;
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const acc_t s = w.sum_of_squares(i) + eps_times_norm2;
+      const acc_t scale = alpha_over_norm * gy[i] * fast_rsqrt(s);
+      v_outer[i] = scale * w.g_outer[i];
+      v_inner[i] = scale * w.g_inner[i];
+      if (NDIM == 3) v_middle[i] = scale * w.g_middle[i];
+      if (owned_plane && this->site.owns && (VECTOR || this->site.w0 + i < this->inner)) {
+        this->part += gy[i] * fast_sqrt(s);
+      }
+    }
+    Halo<acc_t>& h = this->halo;
+    h.first[0] = v_outer[0], h.last[0] = v_outer[S - 1];
+    h.first[1] = v_inner[0], h.last[1] = v_inner[S - 1];
+    h.first[2] = v_middle[0], h.last[2] = v_middle[S - 1];
+  }
+
+  // Samples past the row end hold the ghost of its last sample (a strip that is not whole).
+  SEGNET_HD void ghost_past_row_end() {
+#pragma unroll
+    for (int i = 1; i < S; ++i) {
+      if (this->site.w0 + i >= this->inner) {
+        v_outer[i] = v_outer[i - 1];
+        v_middle[i] = v_middle[i - 1];
+        v_inner[i] = -v_inner[i - 1];
+      }
+    }
+  }
+
+  // The adjoint along the strip, with the neighbours' samples and the ghosts at the row ends.
+  SEGNET_HD void inner_adjoint() {
+    if (!VECTOR) ghost_past_row_end();
+    const Halo<acc_t>& h = this->halo;
+    const bool first = this->row_start, last = this->row_end;
+    const acc_t o_left = first ? v_outer[0] : h.left[0], o_right = last ? v_outer[S - 1] : h.right[0];
+    const acc_t i_left = first ? -v_inner[0] : h.left[1], i_right = last ? -v_inner[S - 1] : h.right[1];
+    const acc_t m_left = first ? v_middle[0] : h.left[2], m_right = last ? v_middle[S - 1] : h.right[2];
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const acc_t ol = i == 0 ? o_left : v_outer[i - 1], orr = i == S - 1 ? o_right : v_outer[i + 1];
+      const acc_t il = i == 0 ? i_left : v_inner[i - 1], ir = i == S - 1 ? i_right : v_inner[i + 1];
+      u_outer[i] = ol + 2 * v_outer[i] + orr;
+      u_inner[i] = il - ir;
+      if (NDIM == 3) {
+        const acc_t ml = i == 0 ? m_left : v_middle[i - 1], mr = i == S - 1 ? m_right : v_middle[i + 1];
+        u_middle[i] = ml + 2 * v_middle[i] + mr;
+      } else {
+        p_now[i] = u_outer[i];
+        q_now[i] = u_inner[i];
+      }
+    }
+  }
+
+  // 3D: u of this lane's row, for the warps on the rows above and below.
+  SEGNET_HD acc_t* slot(acc_t* shared, int warp, int k) const {
+    return shared + ((warp * 3 + k) * kWarpLanes + this->site.lane) * S;
+  }
+  SEGNET_HD void share(acc_t* shared) const {
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      slot(shared, this->site.warp, 0)[i] = u_outer[i];
+      slot(shared, this->site.warp, 1)[i] = u_middle[i];
+      slot(shared, this->site.warp, 2)[i] = u_inner[i];
+    }
+  }
+
+  // 3D: the adjoint across rows; a row outside the volume is the ghost of the end row.
+  SEGNET_HD void middle_adjoint(acc_t* shared, int middle, int unit_warps) {
+    const int warp = this->site.warp;
+    if (warp == 0 || warp == unit_warps - 1) return;  // halo rows: they only supply u
+    const bool top = this->site.row == 0, bottom = this->site.row == middle - 1;
+    const acc_t* above[3] = {slot(shared, warp - 1, 0), slot(shared, warp - 1, 1), slot(shared, warp - 1, 2)};
+    const acc_t* below[3] = {slot(shared, warp + 1, 0), slot(shared, warp + 1, 1), slot(shared, warp + 1, 2)};
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const acc_t oa = top ? u_outer[i] : above[0][i], ob = bottom ? u_outer[i] : below[0][i];
+      const acc_t ma = top ? -u_middle[i] : above[1][i], mb = bottom ? -u_middle[i] : below[1][i];
+      const acc_t ia = top ? u_inner[i] : above[2][i], ib = bottom ? u_inner[i] : below[2][i];
+      p_now[i] = oa + 2 * u_outer[i] + ob;
+      q_now[i] = (ma - mb) + (ia + 2 * u_inner[i] + ib);
+    }
+  }
+
+  // The adjoint along the march: completes grad_x at plane p - 1 (written if `emit`); at p == 0
+  // the ghost plane -1 (P -> -P[0], Q -> Q[0]) starts the sum.
+  SEGNET_HD void outer_adjoint(int p, bool emit) {
+    acc_t out[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      if (p == 0) {
+        pending[i] = gy[i] - p_now[i] + 3 * q_now[i];
+      } else {
+        out[i] = pending[i] + q_now[i] - p_now[i];
+        pending[i] = gy[i] + p_before[i] + q_before[i] + 2 * q_now[i];
+      }
+      p_before[i] = p_now[i];
+      q_before[i] = q_now[i];
+    }
+    if (emit && this->site.owns) store_strip<VECTOR>(grad_x + this->plane_offset(p - 1) + this->row_offset[kCentre], this->site.w0, this->inner, out);
+  }
+
+  // grad_x at the last plane, with the ghost plane past it (P -> -P[n-1], Q -> Q[n-1]).
+  SEGNET_HD void finish_last_plane() {
+    if (!this->site.owns) return;
+    acc_t out[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) out[i] = pending[i] + q_before[i] + p_before[i];
+    store_strip<VECTOR>(grad_x + this->plane_offset(this->outer - 1) + this->row_offset[kCentre], this->site.w0, this->inner, out);
+  }
+};
+
+// One unit: grad_x at planes [begin, end) and each warp's partial sum of grad_alpha. v is
+// needed from plane begin - 1 (the adjoint reaches one plane back) to end (one forward).
+template <int NDIM, class Group>
+SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int middle, int unit_warps,
+                              typename Group::acc_type* partials) {
+  const int first = begin > 0 ? begin - 1 : 0, last = end < outer ? end : outer - 1;
+  group.each([&](auto& lane) {
+    lane.fetch(first - 1);
+    lane.fetch_grad(first);
+  });
+  arrive_plane<NDIM>(group, first - 1);
+  arrive_plane<NDIM>(group, first);
+  for (int p = first; p <= last; ++p) {
+    arrive_plane<NDIM>(group, p + 1);
+    const bool owned = p >= begin && p < end;
+    group.each([&](auto& lane) { lane.adjoint_inputs(p, owned); });
+    group.template exchange<NDIM>();
+    group.each([&](auto& lane) { lane.inner_adjoint(); });
+    if (NDIM == 3) {
+      group.each([&](auto& lane) { lane.share(group.shared); });
+      group.barrier();
+      group.each([&](auto& lane) { lane.middle_adjoint(group.shared, middle, unit_warps); });
+      group.barrier();
+    }
+    const bool emit = p - 1 >= begin;
+    group.each([&](auto& lane) { lane.outer_adjoint(p, emit); });
+  }
+  if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
+  group.reduce_warp_sums();
+  group.each([&](auto& lane) {
+    if (lane.site.lane == 0) partials[lane.site.partial] = lane.part / lane.kNorm;
+  });
+}
+
+}  // namespace segnet

@@ -1,0 +1,58 @@
+// Forward pass of the marching kernel: y = x + alpha * m, one plane per step.
+//
+// With the normalization folded in (N = 8 in 2D, 32 in 3D; both powers of two, so folding is
+// exact): m = sqrt(sum_d (g_d / N)^2 + eps) = sqrt(sum_d g_d^2 + N^2 eps) / N for the raw g_d.
+#pragma once
+
+#include "window.h"
+
+namespace segnet {
+
+template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
+struct ForwardLane : MarchLane<NDIM, scalar_t, acc_t, VECTOR> {
+  using Base = MarchLane<NDIM, scalar_t, acc_t, VECTOR>;
+  using Base::S;
+  scalar_t* y;
+  acc_t x_centre[S];  // the lane's own row of the plane whose output is next
+  acc_t alpha_over_norm, eps_times_norm2;
+
+  SEGNET_HD ForwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, scalar_t* y_all,
+                        acc_t alpha, acc_t eps)
+      : Base(g, s, x_all), y(y_all + s.plane * g.volume()), alpha_over_norm(alpha / Base::kNorm),
+        eps_times_norm2(eps * Base::kNorm * Base::kNorm) {}
+
+  SEGNET_HD void keep_centre() {
+#pragma unroll
+    for (int i = 0; i < S; ++i) x_centre[i] = this->rows[Base::R / 2][i];
+  }
+
+  // y at plane p (the window's derivatives), then remember plane p + 1's own row.
+  SEGNET_HD void emit(int p) {
+    if (this->site.owns) {
+      acc_t out[S];
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        out[i] = x_centre[i] + alpha_over_norm * fast_sqrt(this->window.sum_of_squares(i) + eps_times_norm2);
+      }
+      store_strip<VECTOR>(y + this->plane_offset(p) + this->row_offset[Base::R / 2], this->site.w0, this->inner, out);
+    }
+    keep_centre();
+  }
+};
+
+// One unit's outputs at planes [begin, end): the window is primed with planes begin - 1 and
+// begin, then each step brings in plane p + 1 and writes plane p.
+template <int NDIM, class Group>
+SEGNET_HD void forward_march(Group& group, int begin, int end) {
+  group.each([&](auto& lane) { lane.fetch(begin - 1); });
+  for (int q = begin - 1; q <= begin; ++q) {
+    arrive_plane<NDIM>(group, q);
+    group.each([&](auto& lane) { lane.keep_centre(); });
+  }
+  for (int p = begin; p < end; ++p) {
+    arrive_plane<NDIM>(group, p + 1);
+    group.each([&](auto& lane) { lane.emit(p); });
+  }
+}
+
+}  // namespace segnet

@@ -1,0 +1,131 @@
+// Launch geometry of the marching CUDA kernels, shared by the CUDA launcher and the host
+// emulation (one function, make_march_geometry(), decides both).
+//
+// A volume is seen as (outer, middle, inner) axes: (D, H, W) in 3D, (H, -, W) in 2D. Every lane
+// of a warp owns a strip of S consecutive samples along the inner axis (one 16-byte vector of
+// float32 in 2D); a warp's 32 strips lie side by side along one row, and the warp marches along
+// the outer axis over a segment of it, so its geometry is decoded once. Rows longer than 32
+// strips are split into spans that overlap by one strip on each side: the edge lanes of an inner
+// span only supply their neighbours' halo. The work item that marches together is a unit: one
+// warp, or in the 3D backward pass a block of kBackwardRows + 2 warps on consecutive rows that
+// share their inner-axis adjoints through shared memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../edge_stencil.h"
+
+namespace segnet {
+
+constexpr int kWarpLanes = 32;
+constexpr int kBackwardRows = 6;          // 3D backward: output rows per unit (plus one halo row each side)
+constexpr int kMinSegment = 8;            // outer positions a unit marches over, at least
+constexpr int64_t kTargetUnits = 1 << 14;  // enough warps to fill any GPU a few times over
+constexpr int kThreadsPerBlock = 256;
+constexpr int64_t kMaxUnits = 2147483647;  // units are counted in 32 bits: decoding them needs no 64-bit division
+
+enum class Pass { kForward, kBackward };
+
+// Samples per lane: one 16-byte vector in 2D; in 3D at most four, because its sliding window
+// holds three times the state of 2D's and eight samples would not fit in registers.
+template <int NDIM, typename scalar_t>
+constexpr int strip_width() {
+  return NDIM == 2 || sizeof(scalar_t) >= 4 ? int(16 / sizeof(scalar_t)) : 4;
+}
+
+struct MarchGeometry {
+  int ndim;
+  int outer, middle, inner;  // (D, H, W) in 3D, (H, 1, W) in 2D
+  int64_t planes, channels, batch;  // N * C, C, N
+  int strip;                 // samples per lane
+  int spans;                 // warps along a row
+  int span_stride;           // samples between the first lanes of consecutive spans
+  int rows_per_unit;         // middle rows whose outputs a unit owns
+  int row_groups;            // units along the middle axis
+  int segment, segments;     // outer positions per unit, units along the outer axis
+  int unit_warps;            // warps per unit
+  int64_t units;             // all units of the launch
+  int64_t blocks;
+  int threads;               // per block
+  bool vector;               // whole-vector loads: inner % strip == 0 and aligned rows
+  size_t shared_bytes;
+
+  SEGNET_HD int64_t units_per_plane() const { return int64_t(segments) * spans * row_groups; }
+  SEGNET_HD int64_t warps_per_plane() const { return units_per_plane() * unit_warps; }
+  SEGNET_HD int64_t volume() const { return int64_t(outer) * middle * inner; }
+};
+
+// Where one lane of one unit works: decoded once per thread.
+struct LaneSite {
+  int64_t plane;    // n * C + c
+  int channel;
+  int row;          // middle-axis index of the lane's warp (may lie outside the volume: a halo row)
+  int warp;         // warp within the unit
+  int lane;         // lane within the warp
+  int w0;           // first inner sample of the lane's strip
+  int begin, end;   // outer positions whose outputs the unit owns
+  bool owns;        // the lane's strip holds outputs of this unit (some may lie past the row end)
+  int64_t partial;  // where the warp's share of grad_alpha goes (channel-major)
+};
+
+SEGNET_HD LaneSite lane_site(const MarchGeometry& g, unsigned unit, int thread) {
+  LaneSite s;
+  const unsigned upp = unsigned(g.units_per_plane());
+  s.plane = unit / upp;
+  unsigned r = unit % upp;
+  const int row_group = int(r % unsigned(g.row_groups));
+  r /= unsigned(g.row_groups);
+  const int span = int(r % unsigned(g.spans));
+  const int segment = int(r / unsigned(g.spans));
+  s.warp = thread / kWarpLanes;
+  s.lane = thread % kWarpLanes;
+  const bool halo_rows = g.unit_warps > g.rows_per_unit;  // 3D backward: one halo row each side
+  s.row = row_group * g.rows_per_unit + s.warp - (halo_rows ? 1 : 0);
+  s.w0 = span * g.span_stride + s.lane * g.strip;
+  s.begin = segment * g.segment;
+  s.end = s.begin + g.segment < g.outer ? s.begin + g.segment : g.outer;
+  const bool row_owned = s.row >= 0 && s.row < g.middle && (!halo_rows || (s.warp >= 1 && s.warp <= g.rows_per_unit));
+  const bool lane_owned = (s.lane > 0 || span == 0) && (s.lane < kWarpLanes - 1 || span == g.spans - 1);
+  s.owns = row_owned && lane_owned && s.w0 < g.inner;
+  const unsigned n = unsigned(s.plane) / unsigned(g.channels);
+  s.channel = int(unsigned(s.plane) % unsigned(g.channels));
+  s.partial = (s.channel * g.batch + n) * g.warps_per_plane() + int64_t(unit % upp) * g.unit_warps + s.warp;
+  return s;
+}
+
+// `aligned`: the data pointers allow whole-vector loads (16 bytes in 2D, strip * element in 3D).
+inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t planes, int64_t channels, Pass pass,
+                                         int strip, size_t acc_bytes, bool aligned) {
+  MarchGeometry g{};
+  g.ndim = ndim;
+  g.outer = ndim == 3 ? size[0] : size[1];
+  g.middle = ndim == 3 ? size[1] : 1;
+  g.inner = size[2];
+  g.planes = planes;
+  g.channels = channels;
+  g.batch = planes / channels;
+  g.strip = strip;
+  const int span_width = kWarpLanes * strip;
+  g.span_stride = (kWarpLanes - 2) * strip;
+  g.spans = g.inner <= span_width ? 1 : 1 + (g.inner - span_width + g.span_stride - 1) / g.span_stride;
+  const bool shared_rows = ndim == 3 && pass == Pass::kBackward;
+  g.rows_per_unit = shared_rows ? kBackwardRows : 1;
+  g.unit_warps = shared_rows ? kBackwardRows + 2 : 1;
+  g.row_groups = (g.middle + g.rows_per_unit - 1) / g.rows_per_unit;
+  // Segments as long as they can be while the launch still has kTargetUnits units.
+  const int64_t across = planes * g.spans * g.row_groups;
+  const int64_t wanted = (kTargetUnits + across - 1) / across;
+  const int64_t length = (g.outer + wanted - 1) / wanted;
+  g.segment = int(length < kMinSegment ? kMinSegment : length);
+  g.segments = (g.outer + g.segment - 1) / g.segment;
+  g.units = planes * g.units_per_plane();
+  g.threads = shared_rows ? g.unit_warps * kWarpLanes : kThreadsPerBlock;
+  const int64_t units_per_block = g.threads / (g.unit_warps * kWarpLanes);
+  g.blocks = (g.units + units_per_block - 1) / units_per_block;
+  g.vector = aligned && g.inner % strip == 0;
+  g.shared_bytes = shared_rows ? size_t(g.unit_warps) * 3 * kWarpLanes * strip * acc_bytes : 0;
+  return g;
+}
+
+}  // namespace segnet
