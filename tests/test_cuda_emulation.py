@@ -1,6 +1,7 @@
-"""The CUDA kernels' phases (csrc/edge_tiles.h), emulated block by block and thread by thread on
-the host, against the python reference: this is how the GPU code's tiling, halos, border
-clamping and two-pass grad_alpha reduction are checked on machines without a GPU."""
+"""The CUDA kernels' march (csrc/march/), emulated unit by unit on the host with every lane of a
+unit in lockstep (shuffles and barriers emulated exactly), against the python reference: this is
+how the GPU code's strips, halos, borders, spans, segments and two-pass grad_alpha reduction are
+checked on machines without a GPU."""
 
 from __future__ import annotations
 
@@ -10,8 +11,24 @@ from conftest import SHAPES, assert_matches, random_inputs, reference_with_grads
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
-# Several tiles per axis, none dividing the 32 x 8 (x 4 forward, x 2 backward) tiles.
+# Several segments along the outer axis (8 planes or more each), several 3D row units (6 rows
+# each), rows that are not whole strips.
 MULTI_TILE = [(2, 3, 20, 70), (1, 2, 9, 17, 70), (3, 1, 5, 9, 33)]
+# The strips (2 samples per lane in float64, 4 in float32 and 3D 16-bit, 8 in 2D 16-bit): rows of
+# whole vectors (the vector path) and not, rows shorter than a strip, rows longer than one warp's
+# 32 strips (overlapping spans), outer and middle axes of 1 and 2.
+STRIP_SHAPES = [
+    (2, 2, 2, 8),
+    (1, 2, 1, 16),
+    (1, 1, 19, 3),
+    (2, 1, 17, 136),
+    (1, 2, 9, 301),
+    (1, 1, 2, 9, 16),
+    (1, 2, 1, 14, 130),
+    (2, 1, 20, 2, 24),
+    (1, 1, 3, 1, 264),
+]
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
 def emulated(x, alpha, grad_y, eps=1e-6):
@@ -24,6 +41,32 @@ def emulated(x, alpha, grad_y, eps=1e-6):
 def test_emulated_kernels_match_reference_in_float64(shape):
     x, alpha, grad_y = random_inputs(shape)
     assert_matches(emulated(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y), 1e-10)
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
+@pytest.mark.parametrize("shape", STRIP_SHAPES, ids=shape_id)
+def test_emulated_strips_match_reference(shape, dtype):
+    x, alpha, grad_y = random_inputs(shape)
+    expected = reference_with_grads(x, alpha, grad_y)
+    got = emulated(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
+    assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
+
+
+def unaligned(t: torch.Tensor) -> torch.Tensor:
+    """The same values, contiguous, one element past an aligned address: no whole-vector loads."""
+    view = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(2, 2, 9, 16), (1, 2, 5, 7, 24)], ids=shape_id)
+def test_emulated_kernels_on_unaligned_data_take_the_sample_path(shape, dtype):
+    x, alpha, grad_y = random_inputs(shape)
+    xs, gs = unaligned(x.to(dtype)), unaligned(grad_y.to(dtype))
+    assert xs.data_ptr() % 16 != 0 and xs.is_contiguous()
+    got = emulated(xs, alpha.to(dtype), gs)
+    assert_matches(got, reference_with_grads(x, alpha, grad_y), TOLERANCE[dtype], dtype=dtype)
 
 
 @pytest.mark.parametrize("shape", MULTI_TILE, ids=shape_id)
