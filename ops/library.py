@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -35,7 +36,8 @@ CUDA_SOURCES = ("cuda/edge_enhance.cu",)
 # -fno-math-errno: no errno from sqrt, so its loops vectorize.
 CPU_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno")
 CUDA_FLAGS = ("-O3", "-lineinfo")
-DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100, H100/H200, and PTX for anything newer
+BASE_CUDA_ARCHS = ("8.0", "9.0")  # A100, H100/H200: always native code
+NEWER_CUDA_ARCHS = ("10.0", "12.0")  # B200, RTX 50xx/RTX PRO: native code where nvcc knows them
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
 
 
@@ -108,9 +110,22 @@ def configure_cuda_environment() -> None:
             f"torch {torch.__version__} is a CPU-only build: install a CUDA build of torch to build the "
             "CUDA backend, or use op.backend=cpp."
         )
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
+    if "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = default_cuda_archs(nvcc)
     cpp_extension = _cpp_extension()
     cpp_extension.CUDA_HOME = str(cuda_home)  # read once at import; make it follow the env var
+
+
+def default_cuda_archs(nvcc: Path) -> str:
+    """Native code for A100 and H100/H200, for the visible GPU's architecture, and for the newer
+    architectures this nvcc supports; PTX of the newest one, which the driver compiles for
+    anything newer still."""
+    listed = subprocess.run([str(nvcc), "--list-gpu-code"], capture_output=True, text=True).stdout.split()
+    archs = set(BASE_CUDA_ARCHS) | {a for a in NEWER_CUDA_ARCHS if f"sm_{a.replace('.', '')}" in listed}
+    if torch.cuda.is_available():
+        archs.add("{}.{}".format(*torch.cuda.get_device_capability()))
+    ordered = sorted(archs, key=lambda a: tuple(map(int, a.split("."))))
+    return ";".join(ordered) + "+PTX"
 
 
 def _cpp_extension():

@@ -6,7 +6,9 @@ Every backend that runs on the device, plus torch.compile of the python backend,
 Times are medians of torch.utils.benchmark on the machine's threads, all measured in one run
 so that their ratios hold on a noisy machine; x.clone() is the memory-bandwidth ceiling.
 Writes bench_op.csv and bench_op.png (time against size per backend) into --out and prints a
-Markdown table.
+Markdown table. On the CPU it also times the cpp backend on one single-channel 3D volume (the
+input layer at inference) with one thread and with all of them: the kernels cut such a volume
+into slab ranges so that every thread has work (bench_op_threads.csv).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ FULL_SHAPES = {
     "cuda": [(16, 32, 256, 256), (8, 32, 256, 256), (2, 16, 64, 96, 96)],
 }
 QUICK_SHAPES = [(4, 16, 64, 64), (4, 16, 128, 128), (1, 8, 16, 24, 24), (1, 8, 32, 48, 48)]
+SINGLE_VOLUME = {"full": (1, 1, 160, 192, 160), "quick": (1, 1, 64, 96, 64)}
 
 
 @dataclass
@@ -124,6 +127,39 @@ def bench_shape(shape, device: str, min_run_time: float) -> list[Row]:
     return rows
 
 
+def thread_scaling(shape, min_run_time: float) -> list[dict]:
+    """The cpp backend on one volume with 1 thread and with all threads, in one run."""
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    alpha = torch.randn(shape[1])
+    grad = torch.randn_like(x)
+    xg = x.detach().requires_grad_()
+    ag = alpha.detach().requires_grad_()
+
+    def forward():
+        with torch.no_grad():
+            ops.edge_enhance(x, alpha, backend="cpp")
+
+    def forward_backward():
+        torch.autograd.backward(ops.edge_enhance(xg, ag, backend="cpp"), grad)
+        xg.grad = ag.grad = None
+
+    everyone = torch.get_num_threads()
+    rows = []
+    try:
+        for count in sorted({1, everyone}):
+            torch.set_num_threads(count)
+            rows.append({"shape": "x".join(map(str, shape)), "threads": count,
+                         "forward_ms": median_ms(forward, min_run_time),
+                         "forward_backward_ms": median_ms(forward_backward, min_run_time)})
+    finally:
+        torch.set_num_threads(everyone)
+    for row in rows:
+        row["forward_speedup"] = rows[0]["forward_ms"] / row["forward_ms"]
+        row["forward_backward_speedup"] = rows[0]["forward_backward_ms"] / row["forward_backward_ms"]
+    return rows
+
+
 def print_table(rows: list[Row]) -> None:
     header = (
         "| shape | backend | fwd ms | fwd+bwd ms | fwd/clone | fwd+bwd/clone | x vs python | x vs compiled "
@@ -194,6 +230,16 @@ def main(argv: list[str] | None = None) -> int:
         writer.writerows(asdict(r) for r in rows)
     plot(rows, args.out / "bench_op.png")
     print(f"wrote {args.out / 'bench_op.csv'} and {args.out / 'bench_op.png'}")
+    if args.device == "cpu":
+        scaling = thread_scaling(SINGLE_VOLUME["quick" if args.quick else "full"], min_run_time)
+        print("\n| shape | threads | fwd ms | fwd+bwd ms | fwd speed-up | fwd+bwd speed-up |\n|---|---|---|---|---|---|")
+        for r in scaling:
+            print(f"| {r['shape']} | {r['threads']} | {r['forward_ms']:.1f} | {r['forward_backward_ms']:.1f} "
+                  f"| {r['forward_speedup']:.2f} | {r['forward_backward_speedup']:.2f} |")
+        with open(args.out / "bench_op_threads.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(scaling[0]))
+            writer.writeheader()
+            writer.writerows(scaling)
     return 0
 
 

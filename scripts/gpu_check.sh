@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One call on a GPU machine with nothing prepared: build the CUDA op, run the CUDA tests, benchmark
-# the op on the GPU (bandwidth against a device-to-device copy), train 50 steps with
+# One call on a GPU machine with nothing prepared: build the CUDA op, run the CUDA tests, measure
+# every kernel and dtype against a device-to-device copy next to the static model
+# (scripts/kernel_bandwidth.py), benchmark the op's backends, train 50 steps with
 # op.backend=cuda compile=true, and end with one summary table. Logs go to $OUT (or
 # outputs/gpu_check). Python packages the machine lacks (monai, hydra-core, ...) are installed
 # from wheels in .whl/ (scripts/fetch_gpu_wheels.sh puts them there); nothing is downloaded.
@@ -45,6 +46,7 @@ step() {  # step NAME COMMAND...: run, log to $out/NAME.log, add a summary row
 
 step build python3 -m ops.build --cuda
 step cuda-tests python3 -m pytest tests -m cuda -q -p no:cacheprovider
+step kernels python3 scripts/kernel_bandwidth.py --device cuda --out "$out"
 step bench python3 scripts/bench_op.py --device cuda --out "$out"
 step train python3 train.py op.backend=cuda compile=true trainer=gpu trainer.max_steps=50 trainer.max_epochs=-1 \
   trainer.check_val_every_n_epoch=1 "hydra.run.dir=$out/train"
@@ -52,6 +54,8 @@ step train python3 train.py op.backend=cuda compile=true trainer=gpu trainer.max
 echo
 echo "== summary"
 cat "$summary"
+echo
+grep '^|' "$out/kernels.log" || true
 [ -f "$out/bench_op.csv" ] && python3 - "$out/bench_op.csv" <<'PY'
 import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["backend"] == "cuda"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ops.library import DEFAULT_CUDA_HOME
+from ops.library import DEFAULT_CUDA_HOME, default_cuda_archs
 
 ROOT = Path(__file__).resolve().parent.parent
 NVCC = Path(os.environ.get("CUDA_HOME", DEFAULT_CUDA_HOME)) / "bin" / "nvcc"
@@ -27,15 +27,19 @@ def build(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.skipif(not NVCC.exists(), reason=f"nvcc not found at {NVCC}: the CUDA build cannot be checked here")
 @pytest.mark.skipif(torch.version.cuda is None, reason="torch is a CPU-only build")
-def test_cuda_library_compiles_and_links_for_sm80_sm90_and_ptx():
+def test_cuda_library_compiles_and_links_for_every_default_arch_and_ptx():
+    archs = default_cuda_archs(NVCC)
+    assert archs.startswith("8.0;9.0;") and archs.endswith("+PTX")
     result = build({})
     assert result.returncode == 0, result.stderr[-4000:]
     library = Path(re.search(r"ready segnet_ops_cuda: (\S+)", result.stdout).group(1))
     # The fat binary keeps each cubin's ptxas options and the PTX's .target in plain text
     # (cuobjdump, which would list them, is not part of every toolkit install).
     blob = library.read_bytes()
-    assert b"-arch sm_80" in blob and b"-arch sm_90" in blob  # cubins for A100 and H100/H200
-    assert b".target sm_90" in blob  # PTX, for GPUs newer than sm_90
+    codes = [a.replace(".", "") for a in archs.removesuffix("+PTX").split(";")]
+    for code in codes:  # A100, H100/H200, and the newer ones this nvcc knows
+        assert f"-arch sm_{code}".encode() in blob
+    assert f".target sm_{codes[-1]}".encode() in blob  # PTX of the newest, for GPUs newer still
 
 
 def test_cuda_build_without_nvcc_says_what_is_missing(tmp_path):

@@ -42,6 +42,24 @@ def test_float32_agrees_with_float64(shape):
     assert_matches(got, expected, 1e-5, dtype=torch.float32)
 
 
+@pytest.fixture
+def threads():
+    """Sets torch's intra-op thread count for one test, then restores it."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+# Fewer volumes than threads: each volume is cut into slab ranges (at least 8 slabs each) that
+# the threads share, including ranges of uneven length and a last range of the outer axis.
+@pytest.mark.parametrize("shape", [(1, 1, 37, 13), (1, 1, 29, 7, 9), (2, 1, 17, 5, 6)], ids=shape_id)
+@pytest.mark.parametrize("count", [3, 4])
+def test_slab_ranges_across_threads_match_reference(shape, count, threads):
+    x, alpha, grad_y = random_inputs(shape)
+    threads(count)
+    assert_matches(cpp_with_grads(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y), 1e-10)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_types_run_with_float_accumulation(dtype):
     x, alpha, grad_y = random_inputs((2, 3, 12, 13))

@@ -3,7 +3,10 @@
 // slab (middle axis, 3D only), across three slabs (outer axis), then along the row (inner
 // axis), so every inner loop is a plain, vectorizable loop over contiguous memory and each
 // input sample is combined a handful of times instead of 27. Backward recomputes g and m from
-// x (nothing is saved by forward) and keeps only rings of three slabs while it sweeps.
+// x (nothing is saved by forward) and keeps only rings of three slabs while it sweeps. Threads
+// share the work by (volume, slab range): a batch with fewer volumes than threads has each
+// volume cut into ranges of slabs, each of which recomputes the slab or two it needs past its
+// ends.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -51,7 +54,7 @@ struct MiddlePass {
   const acc_t* smoothed(int slab, int r, int W) const { return smooth.data() + (slab % 3) * plane + r * W; }
   const acc_t* differentiated(int slab, int r, int W) const { return deriv.data() + (slab % 3) * plane + r * W; }
 
-  void restart() { filled = -1; }  // a new volume
+  void restart(int first) { filled = first - 1; }  // a new range of slabs, from slab `first` on
 
   // Make slabs up to `last` available (they are needed in order, each once).
   template <typename scalar_t>
@@ -130,21 +133,27 @@ inline void derivatives_at(const OuterPass<NDIM, acc_t>& t, int j, acc_t inv, ac
 // Per-thread scratch of a volume sweep; allocated once per parallel chunk.
 template <int NDIM, typename acc_t>
 struct Scratch {
-  std::vector<acc_t> rows;    // the outer-axis pass of one row
-  std::vector<acc_t> v_slab;  // backward, 3D: one slab's v_d before the middle-axis adjoint
+  std::vector<acc_t> rows;          // the outer-axis pass of one row
+  std::vector<acc_t> v_slab;        // backward, 3D: one slab's v_d before the middle-axis adjoint
+  std::vector<acc_t> ring;          // backward: three slabs of middle-adjoined v_d
+  std::vector<acc_t> adjoint_rows;  // backward: one row's inputs to the adjoint along the row
   MiddlePass<NDIM, acc_t> middle;
-  explicit Scratch(const Frame<NDIM>& f)
-      : rows(3 * (f.inner + 2)), v_slab(NDIM == 3 ? size_t(NDIM) * f.middle * f.inner : 0), middle(f) {}
+  Scratch(const Frame<NDIM>& f, bool backward)
+      : rows(3 * (f.inner + 2)),
+        v_slab(backward && NDIM == 3 ? size_t(NDIM) * f.middle * f.inner : 0),
+        ring(backward ? 3 * size_t(NDIM) * f.middle * f.inner : 0),
+        adjoint_rows(backward ? 2 * size_t(f.inner) : 0),
+        middle(f) {}
 };
 
+// Slabs [begin, end) of a volume's outputs.
 template <int NDIM, typename scalar_t>
-void forward_volume(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha,
-                    at::opmath_type<scalar_t> eps, const Frame<NDIM>& f,
-                    Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
+void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> eps,
+                   const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
   using acc_t = at::opmath_type<scalar_t>;
   const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
-  sc.middle.restart();
-  for (int s = 0; s < f.outer; ++s) {
+  sc.middle.restart(std::max(begin - 1, 0));
+  for (int s = begin; s < end; ++s) {
     sc.middle.advance_to(x, f, s + 1);
     for (int r = 0; r < f.middle; ++r) {
       const OuterPass<NDIM, acc_t> t = outer_pass(sc.middle, f, s, r, sc.rows.data());
@@ -317,21 +326,55 @@ double fill_ring_slot(const scalar_t* gy, const scalar_t* x, at::opmath_type<sca
   return share;
 }
 
+// grad_x at slabs [begin, end) of a volume; returns their share of grad_alpha. The adjoint
+// reaches one slab to each side, so v is computed from slab begin - 1 to end (the slabs outside
+// the range add nothing to the share).
 template <int NDIM, typename scalar_t>
-double backward_volume(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
-                       at::opmath_type<scalar_t> eps, const Frame<NDIM>& f,
-                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc, std::vector<at::opmath_type<scalar_t>>& ring_store,
-                       std::vector<at::opmath_type<scalar_t>>& rows) {
+double backward_slabs(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
+                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc,
+                      int begin, int end) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t slab = int64_t(NDIM) * f.middle * f.inner;
-  acc_t* ring[3] = {ring_store.data(), ring_store.data() + slab, ring_store.data() + 2 * slab};
-  sc.middle.restart();
-  double total = fill_ring_slot<NDIM>(gy, x, alpha, eps, f, 0, ring[0], sc);
-  for (int s = 0; s < f.outer; ++s) {
-    if (s + 1 < f.outer) total += fill_ring_slot<NDIM>(gy, x, alpha, eps, f, s + 1, ring[(s + 1) % 3], sc);
-    grad_input_slab<NDIM>(gy, gx, f, s, ring, rows);
+  acc_t* ring[3] = {sc.ring.data(), sc.ring.data() + slab, sc.ring.data() + 2 * slab};
+  const int first = std::max(begin - 1, 0);
+  sc.middle.restart(std::max(first - 1, 0));
+  double total = 0;
+  auto fill = [&](int s) {
+    const double share = fill_ring_slot<NDIM>(gy, x, alpha, eps, f, s, ring[s % 3], sc);
+    if (s >= begin && s < end) total += share;
+  };
+  for (int s = first; s <= begin; ++s) fill(s);
+  for (int s = begin; s < end; ++s) {
+    if (s + 1 < f.outer) fill(s + 1);
+    grad_input_slab<NDIM>(gy, gx, f, s, ring, sc.adjoint_rows);
   }
   return total;
+}
+
+// Each (n, c) volume is cut into this many slab ranges along the outer axis, so that a batch
+// with fewer volumes than threads (one 3D volume at inference) still uses every thread. Ranges
+// of at least kMinSlabs slabs keep the recomputed halo slabs a small share.
+constexpr int kMinSlabs = 8;
+
+inline int slab_ranges(int64_t planes, int outer) {
+  const int64_t threads = at::get_num_threads();
+  if (planes >= threads) return 1;
+  const int64_t wanted = (threads + planes - 1) / planes;
+  return int(std::max<int64_t>(1, std::min<int64_t>(wanted, outer / kMinSlabs)));
+}
+
+// Runs work(item, plane, begin, end, scratch) for every (volume, slab range) item, spread over
+// threads.
+template <int NDIM, typename acc_t, typename F>
+void for_each_slab_range(const Extent& e, const Frame<NDIM>& f, int ranges, bool backward, F&& work) {
+  at::parallel_for(0, e.planes * ranges, 1, [&](int64_t item_begin, int64_t item_end) {
+    Scratch<NDIM, acc_t> sc(f, backward);
+    for (int64_t item = item_begin; item < item_end; ++item) {
+      const int r = int(item % ranges);
+      const int begin = int(int64_t(f.outer) * r / ranges), end = int(int64_t(f.outer) * (r + 1) / ranges);
+      work(item, item / ranges, begin, end, sc);
+    }
+  });
 }
 
 at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
@@ -348,13 +391,12 @@ at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, 
     auto run = [&](auto ndim_tag) {
       constexpr int NDIM = decltype(ndim_tag)::value;
       const Frame<NDIM> f(e);
-      at::parallel_for(0, e.planes, 1, [&](int64_t begin, int64_t end) {
-        Scratch<NDIM, acc_t> sc(f);
-        for (int64_t p = begin; p < end; ++p) {
-          forward_volume<NDIM>(xp + p * e.volume(), yp + p * e.volume(), static_cast<acc_t>(ap[p % e.channels]),
-                               static_cast<acc_t>(eps), f, sc);
-        }
-      });
+      for_each_slab_range<NDIM, acc_t>(e, f, slab_ranges(e.planes, f.outer), false,
+                                       [&](int64_t, int64_t p, int begin, int end, Scratch<NDIM, acc_t>& sc) {
+                                         forward_slabs<NDIM>(xp + p * e.volume(), yp + p * e.volume(),
+                                                             static_cast<acc_t>(ap[p % e.channels]),
+                                                             static_cast<acc_t>(eps), f, sc, begin, end);
+                                       });
     };
     if (x.dim() == 4) run(std::integral_constant<int, 2>{});
     else run(std::integral_constant<int, 3>{});
@@ -369,9 +411,9 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x;
   if (call.empty()) return call.result();
   const Extent e = extent_of(x);
-  // One partial sum per (n, c) volume, added up per channel in a fixed order: deterministic
-  // and without one long running float sum.
-  std::vector<double> partial(e.planes, 0.0);
+  // One partial sum per (n, c) volume and slab range, added up per channel in a fixed order:
+  // deterministic and without one long running float sum.
+  std::vector<double> partial;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "edge_enhance_backward_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
@@ -381,22 +423,22 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
     auto run = [&](auto ndim_tag) {
       constexpr int NDIM = decltype(ndim_tag)::value;
       const Frame<NDIM> f(e);
-      at::parallel_for(0, e.planes, 1, [&](int64_t begin, int64_t end) {
-        Scratch<NDIM, acc_t> sc(f);
-        std::vector<acc_t> ring(3 * int64_t(NDIM) * f.middle * f.inner);
-        std::vector<acc_t> rows(2 * f.inner);
-        for (int64_t p = begin; p < end; ++p) {
-          const int64_t off = p * e.volume();
-          partial[p] = backward_volume<NDIM>(gp + off, xp + off, gxp + off, static_cast<acc_t>(ap[p % e.channels]),
-                                             static_cast<acc_t>(eps), f, sc, ring, rows);
-        }
-      });
+      const int ranges = slab_ranges(e.planes, f.outer);
+      partial.assign(e.planes * ranges, 0.0);
+      for_each_slab_range<NDIM, acc_t>(e, f, ranges, true,
+                                       [&](int64_t item, int64_t p, int begin, int end, Scratch<NDIM, acc_t>& sc) {
+                                         const int64_t off = p * e.volume();
+                                         partial[item] = backward_slabs<NDIM>(
+                                             gp + off, xp + off, gxp + off, static_cast<acc_t>(ap[p % e.channels]),
+                                             static_cast<acc_t>(eps), f, sc, begin, end);
+                                       });
     };
     if (x.dim() == 4) run(std::integral_constant<int, 2>{});
     else run(std::integral_constant<int, 3>{});
   });
   std::vector<double> per_channel(e.channels, 0.0);
-  for (int64_t p = 0; p < e.planes; ++p) per_channel[p % e.channels] += partial[p];
+  const int64_t ranges = int64_t(partial.size()) / e.planes;
+  for (int64_t item = 0; item < int64_t(partial.size()); ++item) per_channel[(item / ranges) % e.channels] += partial[item];
   call.grad_alpha.copy_(at::tensor(per_channel, at::kDouble));
   return call.result();
 }

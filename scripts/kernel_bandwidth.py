@@ -1,0 +1,111 @@
+"""Measured fraction of copy bandwidth of the op's fused kernels, next to the static model.
+
+    python scripts/kernel_bandwidth.py [--device cuda|cpu] [--quick] [--out DIR]
+
+For every shape and dtype (float32, float16, bfloat16, float64) it times the forward op and the
+backward op (torch.ops.segnet_ops directly, without autograd) and x.clone() in the same dtype,
+all in one run. Forward moves two tensors (x in, y out), backward three (x and grad_y in,
+grad_x out), a copy two, so
+
+    measured fraction = (tensors moved / op time) / (2 / copy time).
+
+On a GPU, the fraction that scripts/kernel_report.py models for the same kernel (whole-vector
+loads) stands beside it; the model is a ceiling, so the gap is what latency, idle lanes and
+caches cost. With --device cpu it measures the cpp kernels the same way (no model).
+Writes kernel_bandwidth.csv into --out and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import ops  # noqa: E402  (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
+import torch.utils.benchmark as benchmark  # noqa: E402
+
+SHAPES = [(8, 32, 256, 256), (2, 16, 64, 96, 96)]
+QUICK_SHAPES = [(2, 4, 64, 128), (1, 2, 16, 32, 64)]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+def median_s(fn, min_run_time: float) -> float:
+    fn()  # warm-up: library loading, allocator
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def measure(shape, dtype: torch.dtype, device: str, min_run_time: float) -> dict[str, float]:
+    generator = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(shape, generator=generator, device=device).to(dtype)
+    grad_y = torch.randn(shape, generator=generator, device=device).to(dtype)
+    alpha = torch.randn(shape[1], generator=generator, device=device).to(dtype)
+    op = torch.ops.segnet_ops
+    copy = median_s(lambda: x.clone(), min_run_time)
+    forward = median_s(lambda: op.edge_enhance(x, alpha, 1e-6), min_run_time)
+    backward = median_s(lambda: op.edge_enhance_backward(grad_y, x, alpha, 1e-6), min_run_time)
+    return {
+        "copy_ms": copy * 1e3,
+        "forward_ms": forward * 1e3,
+        "backward_ms": backward * 1e3,
+        "forward_fraction": (2 / forward) / (2 / copy),
+        "backward_fraction": (3 / backward) / (2 / copy),
+    }
+
+
+def modeled_fractions() -> dict[tuple[int, str, str], float]:
+    """(ndim, direction, dtype) -> the report's modeled fraction, whole-vector kernels."""
+    from kernel_report import report
+
+    from ops.library import build_cuda_library
+
+    rows = report(build_cuda_library().path)
+    return {(r.ndim, r.direction, r.dtype): r.modeled_fraction for r in rows if r.loads == "vector"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--quick", action="store_true", help="small shapes, short timing")
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench"))
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a visible GPU; use --device cpu to measure the cpp kernels")
+    ops.resolve_backend("cuda" if args.device == "cuda" else "cpp", torch.device(args.device))
+    model = modeled_fractions() if args.device == "cuda" else {}
+    min_run_time = 0.1 if args.quick else 0.5
+    rows = []
+    for shape in QUICK_SHAPES if args.quick else SHAPES:
+        for name, dtype in DTYPES.items():
+            m = measure(shape, dtype, args.device, min_run_time)
+            for direction in ("forward", "backward"):
+                rows.append({
+                    "shape": "x".join(map(str, shape)),
+                    "kernel": f"{len(shape) - 2}D {direction}",
+                    "dtype": name,
+                    "ms": m[f"{direction}_ms"],
+                    "copy_ms": m["copy_ms"],
+                    "measured_fraction": m[f"{direction}_fraction"],
+                    "modeled_fraction": model.get((len(shape) - 2, direction, name), float("nan")),
+                })
+    print(f"torch {torch.__version__}, device {args.device}"
+          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else f", {torch.get_num_threads()} threads"))
+    print("| shape | kernel | dtype | ms | copy ms | measured fraction of copy | modeled (ceiling) |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['shape']} | {r['kernel']} | {r['dtype']} | {r['ms']:.3f} | {r['copy_ms']:.3f} "
+              f"| {r['measured_fraction']:.2f} | {r['modeled_fraction']:.2f} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "kernel_bandwidth.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {args.out / 'kernel_bandwidth.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
