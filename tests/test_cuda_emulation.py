@@ -14,7 +14,8 @@ pytestmark = pytest.mark.usefixtures("cpu_library")
 # Several segments along the outer axis (8 planes or more each), several 3D row units (6 rows
 # each), rows that are not whole strips.
 MULTI_TILE = [(2, 3, 20, 70), (1, 2, 9, 17, 70), (3, 1, 5, 9, 33)]
-# The strips (2 samples per lane in float64, 4 in float32 and 3D 16-bit, 8 in 2D 16-bit): rows of
+# The strips (2 samples per lane in float64, 4 in float32, 8 in 16-bit types but 4 in their 3D
+# backward pass): rows of
 # whole vectors (the vector path) and not, rows shorter than a strip, rows longer than one warp's
 # 32 strips (overlapping spans), outer and middle axes of 1 and 2.
 STRIP_SHAPES = [

@@ -47,7 +47,7 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
     scalar_t* yp = y.mutable_data_ptr<scalar_t>();
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, scalar_t, acc_t>(x, Pass::kForward, {x, y});
+      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
       with_vector(g.vector, [&](auto vector) {
         using Lane = ForwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
         for_each_unit<acc_t>(
@@ -75,7 +75,7 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
     scalar_t* gxp = gx.mutable_data_ptr<scalar_t>();
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, scalar_t, acc_t>(x, Pass::kBackward, {x, gy, gx});
+      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx});
       std::vector<acc_t> partials(g.planes * g.warps_per_plane());
       with_vector(g.vector, [&](auto vector) {
         using Lane = BackwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;

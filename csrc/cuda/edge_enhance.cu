@@ -88,7 +88,7 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
     using acc_t = at::opmath_type<scalar_t>;
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, scalar_t, acc_t>(x, Pass::kForward, {x, y});
+      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
       with_vector(g.vector, [&](auto vector) {
         forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, 0, stream>>>(
             g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
@@ -112,7 +112,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
     using acc_t = at::opmath_type<scalar_t>;
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, scalar_t, acc_t>(x, Pass::kBackward, {x, gy, gx});
+      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx});
       const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
       with_vector(g.vector, [&](auto vector) {
         backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, g.shared_bytes, stream>>>(

@@ -22,8 +22,8 @@
 namespace segnet {
 
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
-struct BackwardLane : MarchLane<NDIM, scalar_t, acc_t, VECTOR> {
-  using Base = MarchLane<NDIM, scalar_t, acc_t, VECTOR>;
+struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> {
+  using Base = MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR>;
   using Base::S;
   static constexpr int kCentre = Base::R / 2;
   const scalar_t* grad_y;
@@ -174,6 +174,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int m
   });
   arrive_plane<NDIM>(group, first - 1);
   arrive_plane<NDIM>(group, first);
+#pragma unroll 2  // two steps per iteration: the window slides by renaming registers, not moving them
   for (int p = first; p <= last; ++p) {
     arrive_plane<NDIM>(group, p + 1);
     const bool owned = p >= begin && p < end;

@@ -9,8 +9,8 @@
 namespace segnet {
 
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
-struct ForwardLane : MarchLane<NDIM, scalar_t, acc_t, VECTOR> {
-  using Base = MarchLane<NDIM, scalar_t, acc_t, VECTOR>;
+struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
+  using Base = MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR>;
   using Base::S;
   scalar_t* y;
   acc_t x_centre[S];  // the lane's own row of the plane whose output is next
@@ -49,6 +49,7 @@ SEGNET_HD void forward_march(Group& group, int begin, int end) {
     arrive_plane<NDIM>(group, q);
     group.each([&](auto& lane) { lane.keep_centre(); });
   }
+#pragma unroll 2  // two steps per iteration: the window slides by renaming registers, not moving them
   for (int p = begin; p < end; ++p) {
     arrive_plane<NDIM>(group, p + 1);
     group.each([&](auto& lane) { lane.emit(p); });

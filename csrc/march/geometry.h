@@ -27,11 +27,11 @@ constexpr int64_t kMaxUnits = 2147483647;  // units are counted in 32 bits: deco
 
 enum class Pass { kForward, kBackward };
 
-// Samples per lane: one 16-byte vector in 2D; in 3D at most four, because its sliding window
-// holds three times the state of 2D's and eight samples would not fit in registers.
-template <int NDIM, typename scalar_t>
+// Samples per lane: one 16-byte vector, except in the 3D backward pass, which holds at most
+// four: its window and adjoint state for eight 16-bit samples would not fit in registers.
+template <int NDIM, Pass PASS, typename scalar_t>
 constexpr int strip_width() {
-  return NDIM == 2 || sizeof(scalar_t) >= 4 ? int(16 / sizeof(scalar_t)) : 4;
+  return NDIM == 3 && PASS == Pass::kBackward && sizeof(scalar_t) < 4 ? 4 : int(16 / sizeof(scalar_t));
 }
 
 struct MarchGeometry {

@@ -14,13 +14,13 @@
 
 namespace segnet {
 
-template <int NDIM, typename scalar_t, typename acc_t>
-MarchGeometry march_geometry(const at::Tensor& x, Pass pass, std::initializer_list<at::Tensor> data) {
-  constexpr int S = strip_width<NDIM, scalar_t>();
+template <int NDIM, Pass PASS, typename scalar_t, typename acc_t>
+MarchGeometry march_geometry(const at::Tensor& x, std::initializer_list<at::Tensor> data) {
+  constexpr int S = strip_width<NDIM, PASS, scalar_t>();
   bool aligned = true;
   for (const at::Tensor& t : data) aligned = aligned && reinterpret_cast<uintptr_t>(t.data_ptr()) % (S * sizeof(scalar_t)) == 0;
   const Extent e = extent_of(x);
-  const MarchGeometry g = make_march_geometry(NDIM, e.size, e.planes, e.channels, pass, S, sizeof(acc_t), aligned);
+  const MarchGeometry g = make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(acc_t), aligned);
   TORCH_CHECK(g.units <= kMaxUnits, "edge_enhance: x of shape ", x.sizes(), " needs ", g.units,
               " warps, more than one launch of the CUDA kernel handles (", kMaxUnits,
               "); split the batch into smaller ones");

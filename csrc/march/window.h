@@ -77,9 +77,9 @@ struct SobelWindow {
 };
 
 // What every lane of both passes holds: where it works, the rows it reads ahead, the window.
-template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
+template <int NDIM, Pass PASS, typename scalar_t, typename acc_t, bool VECTOR>
 struct MarchLane {
-  static constexpr int S = strip_width<NDIM, scalar_t>();
+  static constexpr int S = strip_width<NDIM, PASS, scalar_t>();
   static constexpr int R = NDIM == 3 ? 3 : 1;  // rows a lane reads per plane (middle axis -1, 0, +1)
   static constexpr acc_t kNorm = kernel_norm(NDIM);
 
