@@ -11,6 +11,20 @@ from ops.functional import load_compiled
 SHAPES_2D = [(2, 3, 7, 9), (1, 2, 1, 5), (2, 1, 6, 1), (1, 1, 1, 1), (1, 2, 2, 2), (2, 2, 11, 37)]
 SHAPES_3D = [(2, 3, 4, 5, 6), (1, 2, 1, 3, 1), (1, 1, 3, 1, 4), (1, 1, 1, 1, 1), (1, 2, 5, 9, 33)]
 SHAPES = SHAPES_2D + SHAPES_3D
+# The CUDA kernels' strips (2 samples per lane in float64, 4 in float32, 8 in 16-bit types but 4
+# in their 3D backward pass): rows of whole vectors (the vector path) and not, rows shorter than a
+# strip, rows longer than one warp's 32 strips (overlapping spans), outer and middle axes of 1, 2.
+STRIP_SHAPES = [
+    (2, 2, 2, 8),
+    (1, 2, 1, 16),
+    (1, 1, 19, 3),
+    (2, 1, 17, 136),
+    (1, 2, 9, 301),
+    (1, 1, 2, 9, 16),
+    (1, 2, 1, 14, 130),
+    (2, 1, 20, 2, 24),
+    (1, 1, 3, 1, 264),
+]
 
 
 def shape_id(shape) -> str:
@@ -31,6 +45,13 @@ def assert_matches(got, expected, tolerance: float, dtype: torch.dtype | None = 
         if dtype is not None:
             assert g.dtype == dtype
         assert relative_error(g, e) <= tolerance
+
+
+def unaligned(t: torch.Tensor) -> torch.Tensor:
+    """The same values, contiguous, one element past an aligned address: no whole-vector loads."""
+    view = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
+    view.copy_(t)
+    return view
 
 
 def reference_with_grads(x: torch.Tensor, alpha: torch.Tensor, grad_y: torch.Tensor, eps: float = 1e-6):

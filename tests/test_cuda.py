@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SHAPES, assert_matches, random_inputs, reference_with_grads, relative_error, shape_id
+from conftest import SHAPES, STRIP_SHAPES, assert_matches, random_inputs, reference_with_grads, relative_error, shape_id, unaligned
 
 import ops
 
@@ -22,12 +22,24 @@ def cuda_with_grads(x, alpha, grad_y):
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
-@pytest.mark.parametrize("shape", SHAPES + [(4, 8, 67, 129), (2, 4, 19, 33, 41)], ids=shape_id)
+@pytest.mark.parametrize("shape", SHAPES + STRIP_SHAPES + [(4, 8, 67, 129), (2, 4, 19, 33, 41)], ids=shape_id)
 def test_cuda_matches_reference(shape, dtype):
     x, alpha, grad_y = random_inputs(shape)
     expected = reference_with_grads(x, alpha, grad_y)
     got = cuda_with_grads(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(2, 2, 9, 16), (1, 2, 5, 7, 24)], ids=shape_id)
+def test_cuda_on_unaligned_data(shape, dtype):
+    x, alpha, grad_y = random_inputs(shape)
+    xs, gs = unaligned(x.to(dtype).cuda()), unaligned(grad_y.to(dtype).cuda())
+    assert xs.data_ptr() % 16 != 0
+    ops.resolve_backend("cuda", torch.device("cuda"))
+    got = (torch.ops.segnet_ops.edge_enhance(xs, alpha.to(dtype).cuda(), 1e-6),
+           *torch.ops.segnet_ops.edge_enhance_backward(gs, xs, alpha.to(dtype).cuda(), 1e-6))
+    assert_matches([g.cpu() for g in got], reference_with_grads(x, alpha, grad_y), TOLERANCE[dtype], dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)

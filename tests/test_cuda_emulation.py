@@ -7,28 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SHAPES, assert_matches, random_inputs, reference_with_grads, shape_id
+from conftest import SHAPES, STRIP_SHAPES, assert_matches, random_inputs, reference_with_grads, shape_id, unaligned
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
 # Several segments along the outer axis (8 planes or more each), several 3D row units (6 rows
 # each), rows that are not whole strips.
 MULTI_TILE = [(2, 3, 20, 70), (1, 2, 9, 17, 70), (3, 1, 5, 9, 33)]
-# The strips (2 samples per lane in float64, 4 in float32, 8 in 16-bit types but 4 in their 3D
-# backward pass): rows of
-# whole vectors (the vector path) and not, rows shorter than a strip, rows longer than one warp's
-# 32 strips (overlapping spans), outer and middle axes of 1 and 2.
-STRIP_SHAPES = [
-    (2, 2, 2, 8),
-    (1, 2, 1, 16),
-    (1, 1, 19, 3),
-    (2, 1, 17, 136),
-    (1, 2, 9, 301),
-    (1, 1, 2, 9, 16),
-    (1, 2, 1, 14, 130),
-    (2, 1, 20, 2, 24),
-    (1, 1, 3, 1, 264),
-]
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
@@ -51,13 +36,6 @@ def test_emulated_strips_match_reference(shape, dtype):
     expected = reference_with_grads(x, alpha, grad_y)
     got = emulated(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
-
-
-def unaligned(t: torch.Tensor) -> torch.Tensor:
-    """The same values, contiguous, one element past an aligned address: no whole-vector loads."""
-    view = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape)
-    view.copy_(t)
-    return view
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16], ids=str)

@@ -28,18 +28,17 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   static constexpr int kCentre = Base::R / 2;
   const scalar_t* grad_y;
   scalar_t* grad_x;
-  acc_t alpha_over_norm, eps_times_norm2;
   scalar_t gy_ahead[S];
   acc_t gy[S];
-  acc_t v_outer[S], v_middle[S], v_inner[S];
+  acc_t v_outer[S]{}, v_middle[S]{}, v_inner[S]{};  // v_middle stays 0 in 2D
   acc_t u_outer[S], u_middle[S], u_inner[S];
   acc_t p_now[S], q_now[S], p_before[S], q_before[S];
   acc_t pending[S];  // grad_x at plane p - 1 but for its P[p] and Q[p] terms
 
   SEGNET_HD BackwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* grad_y_all,
                          const scalar_t* x_all, scalar_t* grad_x_all, acc_t alpha, acc_t eps)
-      : Base(g, s, x_all), grad_y(grad_y_all + s.plane * g.volume()), grad_x(grad_x_all + s.plane * g.volume()),
-        alpha_over_norm(alpha / Base::kNorm), eps_times_norm2(eps * Base::kNorm * Base::kNorm) {}
+      : Base(g, s, x_all, alpha, eps), grad_y(grad_y_all + s.plane * g.volume()),
+        grad_x(grad_x_all + s.plane * g.volume()) {}
 
   SEGNET_HD const scalar_t* own_row(const scalar_t* vol, int q) const {
     return vol + this->plane_offset(q) + this->row_offset[kCentre];
@@ -53,8 +52,8 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     const auto& w = this->window;
 #pragma unroll
     for (int i = 0; i < S; ++i) {
-      const acc_t s = w.sum_of_squares(i) + eps_times_norm2;
-      const acc_t scale = alpha_over_norm * gy[i] * fast_rsqrt(s);
+      const acc_t s = w.sum_of_squares(i) + this->eps_times_norm2;
+      const acc_t scale = this->alpha_over_norm * gy[i] * fast_rsqrt(s);
       v_outer[i] = scale * w.g_outer[i];
       v_inner[i] = scale * w.g_inner[i];
       if (NDIM == 3) v_middle[i] = scale * w.g_middle[i];
@@ -65,7 +64,7 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     Halo<acc_t>& h = this->halo;
     h.first[0] = v_outer[0], h.last[0] = v_outer[S - 1];
     h.first[1] = v_inner[0], h.last[1] = v_inner[S - 1];
-    h.first[2] = v_middle[0], h.last[2] = v_middle[S - 1];
+    if (NDIM == 3) h.first[2] = v_middle[0], h.last[2] = v_middle[S - 1];
   }
 
   // Samples past the row end hold the ghost of its last sample (a strip that is not whole).

@@ -14,12 +14,10 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
   using Base::S;
   scalar_t* y;
   acc_t x_centre[S];  // the lane's own row of the plane whose output is next
-  acc_t alpha_over_norm, eps_times_norm2;
 
   SEGNET_HD ForwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, scalar_t* y_all,
                         acc_t alpha, acc_t eps)
-      : Base(g, s, x_all), y(y_all + s.plane * g.volume()), alpha_over_norm(alpha / Base::kNorm),
-        eps_times_norm2(eps * Base::kNorm * Base::kNorm) {}
+      : Base(g, s, x_all, alpha, eps), y(y_all + s.plane * g.volume()) {}
 
   SEGNET_HD void keep_centre() {
 #pragma unroll
@@ -32,7 +30,7 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
       acc_t out[S];
 #pragma unroll
       for (int i = 0; i < S; ++i) {
-        out[i] = x_centre[i] + alpha_over_norm * fast_sqrt(this->window.sum_of_squares(i) + eps_times_norm2);
+        out[i] = x_centre[i] + this->alpha_over_norm * fast_sqrt(this->window.sum_of_squares(i) + this->eps_times_norm2);
       }
       store_strip<VECTOR>(y + this->plane_offset(p) + this->row_offset[Base::R / 2], this->site.w0, this->inner, out);
     }

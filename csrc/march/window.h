@@ -91,12 +91,14 @@ struct MarchLane {
   const scalar_t* x;      // this lane's (n, c) volume
   scalar_t x_ahead[R][S];  // rows of the next plane, loaded one step before they are used
   acc_t rows[R][S];
-  Halo<acc_t> halo;
+  Halo<acc_t> halo{};
   acc_t part;
-  SobelWindow<NDIM, S, acc_t> window;
+  SobelWindow<NDIM, S, acc_t> window{};
+  acc_t alpha_over_norm, eps_times_norm2;  // the op's constants with the normalization folded in
 
-  SEGNET_HD MarchLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all)
-      : site(s), outer(g.outer), inner(g.inner), plane_stride(int64_t(g.middle) * g.inner) {
+  SEGNET_HD MarchLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, acc_t alpha, acc_t eps)
+      : site(s), outer(g.outer), inner(g.inner), plane_stride(int64_t(g.middle) * g.inner),
+        alpha_over_norm(alpha / kNorm), eps_times_norm2(eps * kNorm * kNorm) {
 #pragma unroll
     for (int r = 0; r < R; ++r) row_offset[r] = int64_t(clamp_index(s.row + r - R / 2, g.middle)) * g.inner;
     row_start = s.w0 == 0;
