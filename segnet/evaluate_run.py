@@ -11,10 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 
 import ops
 
+from .checkpoints import load_module
 from .data.dataset_json import describe_dataset
 from .errors import ConfigError
 from .evaluation import Evaluator, check_compatible, select_cases, summarize, write_reports
-from .lightning_module import SegmentationModule
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         backend = ops.resolve_backend(cfg.op.backend, device)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    module = SegmentationModule.load_from_checkpoint(checkpoint, map_location=device, backend=backend, compile=False)
+    module = load_module(checkpoint, map_location=device, backend=backend, compile=False)
     check_compatible(module, description)
     cases = select_cases(description, cfg.data.split, module.hparams.data)
     output_dir = Path(cfg.paths.output_dir)

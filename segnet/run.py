@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 import ops
 
 from .callbacks import StepTimer
+from .checkpoints import refusing_unsafe
 from .data.dataset_json import describe_dataset
 from .errors import ConfigError
 from .lightning_module import SegmentationModule
@@ -136,7 +137,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     )
     reset_peak_memory()
     start = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    with refusing_unsafe(cfg.ckpt_path):
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     fit_seconds = time.perf_counter() - start
     final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
 

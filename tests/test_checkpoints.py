@@ -1,0 +1,47 @@
+"""Checkpoints are loaded weights-only: one that carries pickled code is refused with a clear
+message, and the code never runs (training's resume and evaluation alike)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from train_helpers import run_train_script, tiny_overrides
+
+from segnet.checkpoints import CheckpointError, load_module
+
+
+class RunsCodeWhenUnpickled:
+    """Unpickling this calls os.mkdir(marker): the kind of payload a hostile checkpoint carries."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+@pytest.fixture
+def hostile_checkpoint(tmp_path):
+    marker = tmp_path / "code-ran"
+    path = tmp_path / "hostile.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"model": RunsCodeWhenUnpickled(str(marker))}}, path)
+    return path, marker
+
+
+def test_loading_a_module_refuses_pickled_code(hostile_checkpoint):
+    path, marker = hostile_checkpoint
+    with pytest.raises(CheckpointError, match=r"hostile\.ckpt holds Python objects other than tensors.*weights-only"):
+        load_module(path)
+    assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_resuming_training_from_it_is_refused_before_any_code_runs(hostile_checkpoint, tmp_path):
+    path, marker = hostile_checkpoint
+    result = run_train_script(tiny_overrides() + ["op=python", f"ckpt_path={path}"], cwd=tmp_path)
+    assert result.returncode != 0
+    assert "error: " in result.stderr and "weights-only" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not marker.exists()
