@@ -90,6 +90,30 @@ def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     assert not math.isnan(metrics["val_dice_mean"])
 
 
+def test_label_values_outside_the_classes_stop_training_with_the_case_named(tmp_path):
+    import nibabel as nib
+    import numpy as np
+
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    for name, value in (("case_001", 9), ("case_002", 0.5)):
+        path = root / "labelsTr" / f"{name}.nii.gz"
+        label = np.asarray(nib.load(path).dataobj).astype(np.float32)
+        label[0, 0, 0] = value  # one voxel, in a corner a random crop may well miss
+        nib.save(nib.Nifti1Image(label, np.eye(4)), str(path))
+    result = run_train_script(
+        ["data=decathlon", f"data.root={root}", "data.num_workers=0", "data.patch_size=[16,16,16]", *TINY_MODEL,
+         *TINY_TRAINER],
+        cwd=tmp_path,
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    message = result.stderr
+    assert "2 label map(s) hold values that are not classes of dataset.json (0 background, 1 core, 2 shell)" in message
+    assert "labelsTr/case_001.nii.gz (case case_001): 9" in message
+    assert "labelsTr/case_002.nii.gz (case case_002): 0.5" in message
+    assert "case_000" not in message
+    assert not (tmp_path / "run" / "checkpoints").exists()  # training never started
+
+
 @pytest.mark.slow
 def test_compiled_run_matches_the_contract(tmp_path):
     metrics = run(tmp_path, tiny_overrides() + ["op=cpp", "compile=true"])

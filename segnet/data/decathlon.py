@@ -10,6 +10,7 @@ from monai.data import CacheDataset, DataLoader
 
 from ..errors import ConfigError
 from .dataset_json import Case, describe_dataset
+from .label_check import check_label_values
 from .transforms import eval_transforms, train_transforms
 
 
@@ -60,6 +61,7 @@ class DecathlonDataModule(L.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and not hasattr(self, "train_set"):
+            check_label_values([*self.train_cases, *self.val_cases], self.description.class_names)
             self.train_set = CacheDataset(
                 case_dicts(self.train_cases),
                 train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume),
