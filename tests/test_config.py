@@ -35,6 +35,11 @@ def test_option_composes_and_resolves(group, option, tmp_path):
         assert resolved["op"]["backend"] == option
 
 
+def test_gpu_preset_trains_in_bf16_with_cudnn_autotuning(tmp_path):
+    trainer = compose_config(["trainer=gpu"], output_dir=tmp_path).trainer
+    assert (trainer.accelerator, trainer.precision, trainer.benchmark) == ("gpu", "bf16-mixed", True)
+
+
 def test_decathlon_channels_and_classes_come_from_dataset_json(tmp_path):
     cfg = compose_config(["data=decathlon", f"data.root={write_decathlon(tmp_path / 'Task')}"], output_dir=tmp_path)
     assert cfg.model.in_channels == 1

@@ -90,6 +90,30 @@ def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     assert not math.isnan(metrics["val_dice_mean"])
 
 
+def test_common_trainer_options_are_accepted(tmp_path):
+    metrics = run(
+        tmp_path,
+        tiny_overrides() + ["trainer.max_epochs=2", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+                            "trainer.accumulate_grad_batches=2", "trainer.gradient_clip_val=1.0"],
+    )
+    assert metrics["global_step"] == 2  # two batches an epoch, one optimizer step per two batches
+
+
+def test_fast_dev_run_runs_one_batch(tmp_path):
+    metrics = run(tmp_path, tiny_overrides() + ["trainer.fast_dev_run=true"])
+    assert metrics["global_step"] == 1
+
+
+def test_early_stopping_stops_when_validation_dice_stalls(tmp_path):
+    # min_delta=1: no Dice can improve by 1, so the second validation ends the run
+    metrics = run(
+        tmp_path,
+        tiny_overrides() + ["callbacks=early_stopping", "callbacks.early_stopping.patience=1",
+                            "callbacks.early_stopping.min_delta=1.0", "trainer.max_epochs=5"],
+    )
+    assert metrics["epochs"] == 2
+
+
 def test_label_values_outside_the_classes_stop_training_with_the_case_named(tmp_path):
     import nibabel as nib
     import numpy as np
