@@ -73,6 +73,7 @@ class SegmentationModule(L.LightningModule):
         self.loss = DiceCELoss(to_onehot_y=True, softmax=True)
         self.class_names = list(data["class_names"])
         self._val_dice: list[list[float]] = []
+        self.schedule_steps: int | None = optim.get("schedule_steps")
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return self.net(image)
@@ -111,10 +112,20 @@ class SegmentationModule(L.LightningModule):
             panel = validation_panel(image, prediction, label)
             self.logger.experiment.add_image("val/image_edges_prediction_label", panel, self.global_step)
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["schedule_steps"] = self.schedule_steps
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Before configure_optimizers on resume: the schedule keeps its length, whatever
+        # trainer.max_epochs the resumed run has.
+        self.schedule_steps = checkpoint.get("schedule_steps") or self.schedule_steps
+
     def configure_optimizers(self):
         optim = self.hparams.optim
         optimizer = torch.optim.AdamW(self.parameters(), lr=optim["lr"], weight_decay=optim["weight_decay"])
-        total = int(self.trainer.estimated_stepping_batches)
+        if self.schedule_steps is None:
+            self.schedule_steps = int(self.trainer.estimated_stepping_batches)
+        total = self.schedule_steps
         warmup = min(optim["warmup_steps"], max(total // 10, 1))
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: warmup_cosine(step, warmup, total, optim["min_lr_ratio"])

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 import ops
 
 from .callbacks import StepTimer
+from .checkpointing import AtomicCheckpointIO, LastCheckpoint
 from .checkpoints import refusing_unsafe
 from .data.dataset_json import describe_dataset
 from .errors import ConfigError
@@ -120,11 +121,23 @@ def _score(value: Any) -> float:
     return float(value) if value is not None else float("nan")
 
 
+def continue_in_run_folder(cfg: DictConfig) -> None:
+    """Resuming from <run>/checkpoints/*.ckpt continues in <run>: its checkpoints (and so the
+    best score so far), logs and metrics.json stay together."""
+    checkpoint = Path(cfg.ckpt_path)
+    if not checkpoint.is_file():
+        raise ConfigError(f"ckpt_path={checkpoint} is not a file; point it at a run's checkpoints/last.ckpt")
+    if checkpoint.parent.name == "checkpoints":
+        run_folder = checkpoint.resolve().parent.parent
+        log.info("resuming %s in its run folder %s", checkpoint, run_folder)
+        cfg.paths.output_dir = str(run_folder)
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate the final weights, and return (and write) the run's metrics."""
     check_data_config(cfg.data)
-    if cfg.ckpt_path is not None and not Path(cfg.ckpt_path).is_file():
-        raise ConfigError(f"ckpt_path={cfg.ckpt_path} is not a file; point it at a run's checkpoints/last.ckpt")
+    if cfg.ckpt_path is not None:
+        continue_in_run_folder(cfg)
     backend = resolve_run_backend(cfg)
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
@@ -133,16 +146,18 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(
-        cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger), profiler=instantiate(cfg.get("profiler"))
+        cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger), profiler=instantiate(cfg.get("profiler")),
+        plugins=[AtomicCheckpointIO()],
     )
     reset_peak_memory()
     start = time.perf_counter()
     with refusing_unsafe(cfg.ckpt_path):
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     fit_seconds = time.perf_counter() - start
-    final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+    final = trainer.validate(module, datamodule=datamodule, verbose=False, weights_only=True)[0]
 
-    checkpoint = trainer.checkpoint_callback
+    checkpoint = trainer.checkpoint_callback  # best.ckpt's
+    last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
     timer = next(c for c in callbacks if isinstance(c, StepTimer))
     memory, memory_kind = peak_memory_mb(module.device)
     metrics = {
@@ -160,8 +175,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "fit_seconds": fit_seconds,
         "checkpoints": {
             "best": checkpoint.best_model_path if checkpoint else "",
-            "last": str(output_dir / "checkpoints" / "last.ckpt"),
+            "last": str(last.path) if last and last.path.is_file() else "",
         },
+        "resumed_from": cfg.ckpt_path,
         "versions": versions(),
         "command": " ".join(sys.argv),
     }

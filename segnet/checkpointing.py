@@ -1,0 +1,103 @@
+"""Checkpoints a run can be resumed from: written atomically, `last.ckpt` always the latest state,
+and the random-number generators' state saved with it so that a resumed run draws what the
+uninterrupted run would have drawn."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """torch.save into a temporary file beside the target, flushed to disk, then renamed over it:
+    a crash or a kill at any moment leaves the previous checkpoint or the new one, never a
+    truncated file."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(temporary, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        folder = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
+def rng_states() -> dict[str, Any]:
+    """torch (CPU and CUDA), numpy and python generators, as tensors and plain lists (loadable
+    weights-only)."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [kind, keys.tolist(), position, has_gauss, gauss],
+        "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+    }
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    kind, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), position, has_gauss, gauss))
+    version, internal, gauss_next = states["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+
+
+class LastCheckpoint(L.Callback):
+    """Writes `last.ckpt` at the end of every training epoch (after its validation), every
+    `every_n_steps` optimizer steps when set, and when fitting ends, so it always holds the
+    latest state. Its state in every checkpoint is the generators' state."""
+
+    def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int | None = None):
+        if every_n_steps is not None and every_n_steps < 1:
+            raise ValueError(f"callbacks.checkpoint.every_n_steps={every_n_steps}; use a positive number or null")
+        self.path = Path(dirpath) / filename
+        self.every_n_steps = every_n_steps
+        self._saved_step = -1
+
+    def _save(self, trainer: L.Trainer) -> None:
+        if trainer.fast_dev_run or trainer.sanity_checking:
+            return
+        trainer.save_checkpoint(self.path)
+        self._saved_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if self.every_n_steps and step > 0 and step % self.every_n_steps == 0 and step != self._saved_step:
+            self._save(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self._save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if trainer.global_step != self._saved_step:
+            self._save(trainer)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": rng_states()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Restored with the checkpoint, before the resumed fit creates its data iterators (which
+        # draw the sampler's seed): the next epoch shuffles as it would have without the stop.
+        if "rng" in state_dict:
+            set_rng_states(state_dict["rng"])

@@ -1,0 +1,133 @@
+"""What last.ckpt, best.ckpt and resume guarantee: last.ckpt is the latest state and is never a
+truncated file; best.ckpt is the best validation; resuming continues in the run folder with the
+same best score and the same learning-rate schedule, and ends where the uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
+
+from segnet.checkpointing import AtomicCheckpointIO
+from segnet.run import train
+
+STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
+
+
+def checkpoint(path):
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def run(folder, overrides):
+    return train(compose_config(tiny_overrides() + ["op=cpp"] + overrides, output_dir=folder))
+
+
+def test_last_is_the_end_of_training_and_best_the_best_validation(tmp_path):
+    # validation after epochs 2 and 4 only: the fifth epoch ends without one
+    metrics = run(tmp_path, ["trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"])
+    last = checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    best = checkpoint(tmp_path / "checkpoints" / "best.ckpt")
+    assert last["global_step"] == metrics["global_step"] == 5 * STEPS_PER_EPOCH
+    assert best["global_step"] in (2 * STEPS_PER_EPOCH, 4 * STEPS_PER_EPOCH)
+    assert metrics["checkpoints"]["last"] == str(tmp_path / "checkpoints" / "last.ckpt")
+    assert metrics["checkpoints"]["best"] == str(tmp_path / "checkpoints" / "best.ckpt")
+    assert not list((tmp_path / "checkpoints").glob(".*tmp"))
+
+
+def test_last_is_written_every_n_steps_and_at_a_step_limit(tmp_path):
+    run(tmp_path, ["callbacks.checkpoint.every_n_steps=1", "trainer.max_epochs=3", "trainer.max_steps=3"])
+    assert checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 3  # mid-epoch
+
+
+class FailsWhilePickled:
+    def __reduce__(self):
+        raise RuntimeError("disk full")
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint_whole(tmp_path):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"step": torch.tensor(1)}, path)
+    with pytest.raises(RuntimeError, match="disk full"):
+        io.save_checkpoint({"step": torch.tensor(2), "bad": FailsWhilePickled()}, path)
+    assert checkpoint(path)["step"].item() == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def learning_rates(run_folder) -> dict[int, float]:
+    """Step -> learning rate, over every TensorBoard version of the run (a resume adds one)."""
+    rates = {}
+    for events in sorted(run_folder.rglob("events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events.parent))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            if tag.startswith("lr-"):
+                rates.update({e.step: e.value for e in accumulator.Scalars(tag)})
+    return rates
+
+
+@pytest.mark.slow
+def test_resumed_run_equals_the_uninterrupted_one(tmp_path):
+    exact = ["trainer.deterministic=true", "trainer.check_val_every_n_epoch=1", "callbacks.step_timer.skip=0"]
+    whole = run(tmp_path / "whole", exact + ["trainer.max_epochs=2"])
+    # the same two-epoch schedule, stopped after one epoch, then resumed for the second
+    first = run(tmp_path / "parts", exact + ["trainer.max_epochs=1", f"optim.schedule_steps={2 * STEPS_PER_EPOCH}"])
+    last = tmp_path / "parts" / "checkpoints" / "last.ckpt"
+    resumed = train(compose_config(tiny_overrides() + ["op=cpp", *exact, "trainer.max_epochs=2", f"ckpt_path={last}"],
+                                   output_dir=tmp_path / "elsewhere"))
+    assert first["global_step"] == STEPS_PER_EPOCH and resumed["global_step"] == whole["global_step"]
+    assert not (tmp_path / "elsewhere" / "checkpoints").exists()  # it continued in its run folder
+    a = checkpoint(tmp_path / "whole" / "checkpoints" / "last.ckpt")
+    b = checkpoint(last)
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    assert learning_rates(tmp_path / "whole") == learning_rates(tmp_path / "parts")
+    assert len(learning_rates(tmp_path / "whole")) == 2 * STEPS_PER_EPOCH
+    # the best score survives the resume: the better of the two validations, as without a stop
+    assert resumed["best_val_dice_mean"] == max(first["val_dice_mean"], resumed["val_dice_mean"])
+    assert resumed["best_val_dice_mean"] == whole["best_val_dice_mean"]
+
+
+@pytest.mark.slow
+def test_resuming_with_more_epochs_keeps_the_schedule(tmp_path):
+    run(tmp_path, ["trainer.max_epochs=1"])
+    rates = learning_rates(tmp_path)
+    train(compose_config(tiny_overrides() + ["op=cpp", "trainer.max_epochs=2",
+                                             f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"], output_dir=tmp_path))
+    extended = learning_rates(tmp_path)
+    # the first fit's schedule ended at its floor; a longer resume stays there instead of jumping back up
+    assert extended[STEPS_PER_EPOCH] <= rates[STEPS_PER_EPOCH - 1]
+    assert checkpoint(tmp_path / "checkpoints" / "last.ckpt")["schedule_steps"] == STEPS_PER_EPOCH
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_end(tmp_path):
+    args = tiny_overrides() + ["op=cpp", "trainer.max_epochs=30", "trainer.check_val_every_n_epoch=10"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path}/run", *args],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 300
+    while not last.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert last.exists(), "the run ended or timed out before its first checkpoint"
+    killed_at = checkpoint(last)["global_step"]  # readable: never truncated
+    assert killed_at < 30 * STEPS_PER_EPOCH
+    (tmp_path / "again").mkdir()
+    result = run_train_script(args + [f"ckpt_path={last}"], cwd=tmp_path / "again")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["global_step"] == 30 * STEPS_PER_EPOCH
+    assert checkpoint(last)["global_step"] == 30 * STEPS_PER_EPOCH
