@@ -90,6 +90,18 @@ def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     assert not math.isnan(metrics["val_dice_mean"])
 
 
+def test_progress_picture_is_redrawn_at_each_validation(tmp_path):
+    from PIL import Image
+
+    metrics = run(tmp_path, tiny_overrides() + ["trainer.max_epochs=3"])
+    picture = Image.open(tmp_path / "progress.png")
+    assert picture.format == "PNG" and picture.size == (900, 700)
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"]["ProgressPlot"]
+    assert [step for step, _ in last["lr"]] == list(range(metrics["global_step"]))
+    assert len(last["loss"]) == metrics["global_step"]
+    assert {name: len(points) for name, points in last["dice"].items()} == {"class1": 3, "class2": 3}
+
+
 def test_common_trainer_options_are_accepted(tmp_path):
     metrics = run(
         tmp_path,
