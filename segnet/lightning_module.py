@@ -41,6 +41,15 @@ def build_network(model: dict[str, Any], data: dict[str, Any], backend: str) -> 
     )
 
 
+def gather_from_ranks(scores: dict[str, list[float]]) -> dict[str, list[float]]:
+    """The union of every process's {case: scores}; a case seen by several ranks counts once."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return scores
+    everyone: list[dict[str, list[float]] | None] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(everyone, scores)
+    return {name: value for part in everyone for name, value in sorted(part.items())}
+
+
 def plain(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor without MONAI metadata (slicing a batched MetaTensor splits its metadata too)."""
     return tensor.as_tensor() if isinstance(tensor, MetaTensor) else tensor
@@ -72,7 +81,7 @@ class SegmentationModule(L.LightningModule):
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
         self.loss = DiceCELoss(to_onehot_y=True, softmax=True)
         self.class_names = list(data["class_names"])
-        self._val_dice: list[list[float]] = []
+        self._val_dice: dict[str, list[float]] = {}  # case name -> Dice per class, this rank's cases
         self.schedule_steps: int | None = optim.get("schedule_steps")
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
@@ -93,14 +102,16 @@ class SegmentationModule(L.LightningModule):
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         image, labels = plain(batch["image"]), plain(batch["label"])
         prediction = self.predict_logits(image).argmax(1, keepdim=True)
-        for pred, label in zip(prediction, labels):
-            self._val_dice.append(dice_per_class(pred, label, len(self.class_names)))
+        for name, pred, label in zip(batch["name"], prediction, labels):
+            self._val_dice[name] = dice_per_class(pred, label, len(self.class_names))
         if batch_idx == 0:
             self._log_panel(image[0], prediction[0], labels[0])
 
     def on_validation_epoch_end(self) -> None:
-        per_class = mean_per_class(self._val_dice)
-        self._val_dice.clear()
+        # Every rank's cases, each once (the distributed sampler pads ranks with repeated
+        # cases), then one NaN-aware mean: the single-process value on any number of processes.
+        per_class = mean_per_class(list(gather_from_ranks(self._val_dice).values()))
+        self._val_dice = {}
         if not per_class:
             return
         for name, value in zip(self.class_names[1:], per_class):

@@ -158,6 +158,22 @@ def test_compiled_run_matches_the_contract(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_ddp_validation_dice_equals_the_single_process_value(tmp_path):
+    # 3 validation cases over 2 ranks: the sampler pads one rank with a repeated case
+    overrides = tiny_overrides() + ["op=cpp", "data.num_val=3", "data.batch_size=2"]
+    single = run(tmp_path / "run", overrides)  # its final validation scores last.ckpt's weights
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    result = run_train_script(
+        overrides + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", f"ckpt_path={last}"], tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    distributed = json.loads((tmp_path / "run" / "metrics.json").read_text())  # the resumed run's folder
+    assert distributed["resumed_from"] == str(last) and distributed["global_step"] == single["global_step"]
+    assert distributed["val_dice_mean"] == pytest.approx(single["val_dice_mean"], abs=1e-6)
+    assert distributed["val_dice_per_class"] == pytest.approx(single["val_dice_per_class"], abs=1e-6)
+
+
 def test_ddp_on_two_cpu_processes(tmp_path):
     result = run_train_script(
         tiny_overrides() + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "op=cpp"], tmp_path
