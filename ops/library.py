@@ -10,12 +10,15 @@ Two ops-only shared libraries are built just in time with ``torch.utils.cpp_exte
 Each build lives in a folder named by a hash of the C++/CUDA sources (their contents and where
 they are), the torch version and the flags, so changing any of them rebuilds and two checkouts
 never overwrite each other's build.
-cpp_extension holds an OS-level file lock while it builds, so DDP ranks that load at once build
-once and the others wait; a killed builder releases it.
+Each build holds an OS-level lock (`build_lock`), so DDP ranks that load at once build once and
+the others wait, and a killed builder releases it (a lock file an older torch left behind is
+removed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import logging
@@ -45,6 +48,9 @@ DEFAULT_CUDA_HOME = "/usr/local/cuda"
 # on PATH (a wrapper here) with a warning; point it at the toolkit before anything imports it.
 if "CUDA_HOME" not in os.environ and Path(DEFAULT_CUDA_HOME, "bin", "nvcc").exists():
     os.environ["CUDA_HOME"] = DEFAULT_CUDA_HOME
+
+
+log = logging.getLogger(__name__)
 
 
 class OpsBuildError(RuntimeError):
@@ -150,22 +156,49 @@ def _pip_cuda_includes() -> list[str]:
     return [str(p) for root in nvidia.__path__ for p in Path(root).glob("cu*/include") if p.is_dir()]
 
 
+@contextlib.contextmanager
+def build_lock(build_dir: Path):
+    """Held while this process builds or loads into build_dir: an OS-level lock (flock), which
+    the kernel releases when its holder dies, so a build killed by SIGKILL, the OOM killer or a
+    cluster's time limit never blocks the next one, whichever torch is installed. torch versions
+    before the OS-level lock in cpp_extension coordinate with a `lock` file that a killed build
+    leaves behind and every later build waits on forever; whoever holds this lock knows that no
+    build is running, so such a file is stale and is removed, with a warning."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / "segnet-build.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            stale = build_dir / "lock"
+            if not _torch_lock_is_os_level() and stale.exists():
+                log.warning("removing %s, left by a build that was killed (this torch's lock file outlives it)", stale)
+                stale.unlink()
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _torch_lock_is_os_level() -> bool:
+    """Whether this torch's cpp_extension locks builds with filelock (released by the kernel)
+    rather than with a FileBaton lock file."""
+    return hasattr(_cpp_extension(), "FileLock")
+
+
 def _build(name: str, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
     cpp_extension = _cpp_extension()
     build_dir = cache_root() / f"{name}-{_source_hash(flags)}"
     if not (build_dir / f"{name}.so").exists():
         _require_compiler()  # a finished build loads without one
-    build_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
-        cpp_extension.load(
-            name=name,
-            sources=[str(CSRC / s) for s in sources],
-            build_directory=str(build_dir),
-            is_python_module=False,
-            verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
-            **kwargs,
-        )
+        with build_lock(build_dir):
+            cpp_extension.load(
+                name=name,
+                sources=[str(CSRC / s) for s in sources],
+                build_directory=str(build_dir),
+                is_python_module=False,
+                verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
+                **kwargs,
+            )
     except (RuntimeError, OSError, ImportError) as error:  # compiler errors arrive as RuntimeError
         raise OpsBuildError(
             f"Building {name} in {build_dir} failed: {error}\n"
