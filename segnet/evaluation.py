@@ -26,7 +26,7 @@ from .data.dataset_json import Case, DatasetDescription
 from .data.decathlon import case_dicts, split_cases
 from .data.transforms import eval_transforms
 from .errors import ConfigError
-from .inference import predict_with_flips
+from .inference import predict_with_flips, training_autocast
 from .lightning_module import SegmentationModule, plain
 from .metrics import dice_per_class, hd95_per_class, nanmean
 
@@ -109,9 +109,10 @@ class Evaluator:
     def predict(self, image: torch.Tensor) -> torch.Tensor:
         """Label map (1, *spatial) for one loaded image (C, *spatial)."""
         batch = plain(image)[None].to(self.module.device)
-        if self.tta:
-            return predict_with_flips(self.module.predict_logits, batch).argmax(1)
-        return self.module.predict_logits(batch).argmax(1)
+        with training_autocast(self.module.hparams.get("precision", "32-true"), self.module.device):
+            if self.tta:
+                return predict_with_flips(self.module.predict_logits, batch).argmax(1)
+            return self.module.predict_logits(batch).argmax(1)
 
     def run_case(self, case: Case) -> CaseResult:
         loaded = self.load({"image": case_dicts([case])[0]["image"]})

@@ -8,12 +8,25 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 
 import torch
 from monai.inferers import SlidingWindowInferer
 
 Network = Callable[[torch.Tensor], torch.Tensor]
+
+# Lightning's mixed-precision names and the autocast dtype each trains under.
+MIXED_PRECISION = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+def training_autocast(precision: str, device: torch.device):
+    """The autocast a model was trained under (its trainer.precision), for inference on device:
+    evaluation and prediction then compute what validation computed."""
+    dtype = MIXED_PRECISION.get(str(precision))
+    if dtype is None or (dtype == torch.float16 and device.type != "cuda"):
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def predict_logits(

@@ -72,6 +72,7 @@ class SegmentationModule(L.LightningModule):
         inference: dict[str, Any],
         backend: str = "auto",
         compile: bool = False,
+        precision: str = "32-true",  # the trainer's: evaluation runs under the same autocast
     ):
         super().__init__()
         self.save_hyperparameters()

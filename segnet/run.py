@@ -61,6 +61,29 @@ def resolve_run_backend(cfg: DictConfig) -> str:
     return resolved
 
 
+def uses_ddp(trainer_cfg: DictConfig) -> bool:
+    processes = int(trainer_cfg.get("devices", 1) or 1) * int(trainer_cfg.get("num_nodes", 1) or 1)
+    return "ddp" in str(trainer_cfg.get("strategy", "")) and processes > 1
+
+
+def check_launcher(cfg: DictConfig) -> None:
+    """Multirun with DDP works only where every rank is started by the job system (SLURM): under
+    another launcher, Lightning starts the other ranks again from the original command line,
+    -m included, and the sweep runs over and over."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or not uses_ddp(cfg.trainer):
+        return
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN and "SlurmLauncher" not in str(hydra_cfg.launcher.get("_target_", "")):
+        raise ConfigError(
+            "multirun (-m) with trainer=ddp needs hydra/launcher=slurm (each run a SLURM job whose tasks are the "
+            "ranks); with this launcher Lightning would restart the other ranks from the original command line, "
+            "-m included. Use hydra/launcher=slurm, or start each configuration as its own run."
+        )
+
+
 def check_data_config(data: DictConfig) -> None:
     if "root" in data.keys() and OmegaConf.is_missing(data, "root"):  # `in` skips missing values
         raise ConfigError(
@@ -114,7 +137,8 @@ def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
     # Plain dicts, resolved: the checkpoint's hyperparameters must not depend on Hydra or on
     # dataset.json still being where it was.
     sections = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "data", "optim", "inference")}
-    return SegmentationModule(**sections, backend=backend, compile=bool(cfg.compile))
+    return SegmentationModule(**sections, backend=backend, compile=bool(cfg.compile),
+                              precision=str(cfg.trainer.get("precision", "32-true")))
 
 
 def _score(value: Any) -> float:
@@ -136,6 +160,7 @@ def continue_in_run_folder(cfg: DictConfig) -> None:
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate the final weights, and return (and write) the run's metrics."""
     check_data_config(cfg.data)
+    check_launcher(cfg)
     if cfg.ckpt_path is not None:
         continue_in_run_folder(cfg)
     backend = resolve_run_backend(cfg)

@@ -45,3 +45,25 @@ def test_resuming_training_from_it_is_refused_before_any_code_runs(hostile_check
     assert "error: " in result.stderr and "weights-only" in result.stderr
     assert "Traceback" not in result.stderr
     assert not marker.exists()
+
+
+def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path):
+    from train_helpers import compose_config
+
+    from segnet.evaluation import Evaluator
+    from segnet.run import train
+
+    train(compose_config(tiny_overrides() + ["op=cpp", "trainer.precision=bf16-mixed"], output_dir=tmp_path))
+    module = load_module(tmp_path / "checkpoints" / "last.ckpt", backend="cpp")
+    assert module.hparams.precision == "bf16-mixed"
+    seen = []
+    predict = module.predict_logits
+
+    def spy(batch):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return predict(batch)
+
+    module.predict_logits = spy
+    label_map = Evaluator(module, tmp_path / "evaluation").predict(torch.randn(1, 32, 32))
+    assert label_map.shape == (1, 32, 32)
+    assert seen == [(True, torch.bfloat16)]

@@ -35,6 +35,25 @@ def test_option_composes_and_resolves(group, option, tmp_path):
         assert resolved["op"]["backend"] == option
 
 
+def test_slurm_launcher_is_sized_from_the_trainer():
+    from hydra import compose, initialize_config_dir
+
+    overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=60",
+                 "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (launcher.partition, launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == ("gpu", 2, 4, 4)
+    assert launcher.timeout_min == 60
+
+
+def test_multirun_with_ddp_on_the_basic_launcher_is_refused_up_front(tmp_path):
+    result = run_train_script(["-m", "trainer=ddp", "trainer.accelerator=cpu", "seed=0"], tmp_path)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "error: multirun (-m) with trainer=ddp needs hydra/launcher=slurm" in result.stderr
+
+
 def test_gpu_preset_trains_in_bf16_with_cudnn_autotuning(tmp_path):
     trainer = compose_config(["trainer=gpu"], output_dir=tmp_path).trainer
     assert (trainer.accelerator, trainer.precision, trainer.benchmark) == ("gpu", "bf16-mixed", True)

@@ -174,6 +174,17 @@ def test_ddp_validation_dice_equals_the_single_process_value(tmp_path):
     assert distributed["val_dice_per_class"] == pytest.approx(single["val_dice_per_class"], abs=1e-6)
 
 
+@pytest.mark.slow
+def test_a_sweep_runs_through_submitit(tmp_path):
+    result = run_train_script(["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
+                               *tiny_overrides(), "op=cpp", "seed=0,1"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = sorted((tmp_path / "multirun").glob("*/metrics.json"))
+    assert [p.parent.name for p in runs] == ["0", "1"]
+    assert all(json.loads(p.read_text())["global_step"] > 0 for p in runs)
+    assert list((tmp_path / "multirun" / ".submitit").glob("*/*_result.pkl"))  # submitit ran the jobs
+
+
 def test_ddp_on_two_cpu_processes(tmp_path):
     result = run_train_script(
         tiny_overrides() + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "op=cpp"], tmp_path

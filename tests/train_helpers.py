@@ -46,10 +46,13 @@ def tiny_overrides(spatial_dims: int = 2) -> list[str]:
 
 
 def run_train_script(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    """python train.py ARGS as a user would run it, its run folder under cwd."""
+    """python train.py ARGS as a user would run it (flags such as -m first), its run folder under cwd."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+    flags = [a for a in args if a.startswith("-")]
+    overrides = [a for a in args if not a.startswith("-")]
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={cwd}/run", f"hydra.sweep.dir={cwd}/multirun", *args],
+        [sys.executable, str(ROOT / "train.py"), *flags, f"hydra.run.dir={cwd}/run", f"hydra.sweep.dir={cwd}/multirun",
+         *overrides],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )
 
