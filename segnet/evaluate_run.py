@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import ops
 
-from .checkpoints import load_module
+from .checkpoint_loading import load_module
 from .data.dataset_json import describe_dataset
 from .errors import ConfigError
 from .evaluation import Evaluator, check_compatible, select_cases, summarize, write_reports

@@ -21,8 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 import ops
 
 from .callbacks import StepTimer
-from .checkpointing import AtomicCheckpointIO, LastCheckpoint
-from .checkpoints import refusing_unsafe
+from .checkpoint_loading import refusing_unsafe
+from .checkpoint_saving import AtomicCheckpointIO, LastCheckpoint
 from .data.dataset_json import describe_dataset
 from .errors import ConfigError
 from .lightning_module import SegmentationModule
@@ -62,8 +62,15 @@ def resolve_run_backend(cfg: DictConfig) -> str:
 
 
 def uses_ddp(trainer_cfg: DictConfig) -> bool:
-    processes = int(trainer_cfg.get("devices", 1) or 1) * int(trainer_cfg.get("num_nodes", 1) or 1)
-    return "ddp" in str(trainer_cfg.get("strategy", "")) and processes > 1
+    """Whether the trainer starts several processes (devices may be a count, a list or "auto")."""
+    if "ddp" not in str(trainer_cfg.get("strategy", "")):
+        return False
+    devices = trainer_cfg.get("devices", 1)
+    if OmegaConf.is_list(devices):
+        return len(devices) * int(trainer_cfg.get("num_nodes", 1)) > 1
+    if not str(devices).isdigit():
+        return True  # "auto" or -1: as many as there are
+    return int(devices) * int(trainer_cfg.get("num_nodes", 1)) > 1
 
 
 def check_launcher(cfg: DictConfig) -> None:

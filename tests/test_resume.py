@@ -16,7 +16,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
-from segnet.checkpointing import AtomicCheckpointIO
+from segnet.checkpoint_saving import AtomicCheckpointIO
 from segnet.run import train
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4

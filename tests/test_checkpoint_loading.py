@@ -9,7 +9,7 @@ import pytest
 import torch
 from train_helpers import run_train_script, tiny_overrides
 
-from segnet.checkpoints import CheckpointError, load_module
+from segnet.checkpoint_loading import CheckpointError, load_module
 
 
 class RunsCodeWhenUnpickled:
