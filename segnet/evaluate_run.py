@@ -49,7 +49,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
              description.root, backend, cfg.tta)
-    results = Evaluator(module, output_dir, tta=cfg.tta).run(cases)
+    results = Evaluator(module, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm)).run(cases)
     summary = summarize(results, list(module.hparams.data["class_names"]))
     write_reports(summary, output_dir)
     log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports in %s", summary["foreground_mean"]["Dice"],

@@ -3,8 +3,10 @@
 Each case is loaded as in training (RAS orientation, per-volume normalization), predicted whole
 (slice by slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA), mapped
 back to the image's own geometry by inverting the loading transforms, written next to the
-others as a NIfTI with the image's affine, and scored against the label file as stored:
-per-class Dice and HD95 (mm, from the voxel spacing) and volumes (segnet.metrics).
+others as a NIfTI with the image's affine, and scored against the label file as stored, per
+class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
+HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
+(segnet.metrics).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .data.transforms import eval_transforms
 from .errors import ConfigError
 from .inference import predict_with_flips, training_autocast
 from .lightning_module import SegmentationModule, plain
-from .metrics import dice_per_class, hd95_per_class, nanmean
+from .metrics import diagonal_mm, dice_per_class, hd95_per_class, nanmean, nsd_per_class, overlap_counts
 
 SPLITS = ("validation", "test", "all")
 
@@ -64,22 +66,29 @@ class CaseResult:
     metrics: dict[str, dict[str, Any]] | None
 
 
-def score_case(prediction: np.ndarray, label_file: str, class_names: list[str]) -> dict[str, dict[str, Any]]:
+# The per-class numbers every case gets, in summary.json and per_case.csv (and averaged).
+METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_ref", "volume_pred_mm3", "volume_ref_mm3")
+
+
+def score_case(
+    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = 1.0
+) -> dict[str, dict[str, Any]]:
     label_image = nib.load(label_file)
     reference = np.asarray(label_image.dataobj).astype(np.int64)
     if reference.shape != prediction.shape:
         raise ConfigError(f"{label_file} has shape {reference.shape} but its image {prediction.shape}")
     spacing = [float(s) for s in label_image.header.get_zooms()[: reference.ndim]]
     voxel_mm3 = float(np.prod(spacing))
-    pred_t, ref_t = torch.from_numpy(prediction), torch.from_numpy(reference)
+    pred_t, ref_t = torch.from_numpy(prediction.astype(np.int64)), torch.from_numpy(reference)
     dice = dice_per_class(pred_t, ref_t, len(class_names))
-    hd95 = hd95_per_class(pred_t, ref_t, len(class_names), spacing)
+    hd95 = hd95_per_class(pred_t, ref_t, len(class_names), spacing, one_sided=diagonal_mm(reference.shape, spacing))
+    nsd = nsd_per_class(pred_t, ref_t, len(class_names), nsd_tolerance_mm, spacing)
     metrics = {}
     for c in range(1, len(class_names)):
-        n_pred, n_ref = int((prediction == c).sum()), int((reference == c).sum())
+        counts = overlap_counts(prediction, reference, c)
         metrics[str(c)] = {
-            "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "n_pred": n_pred, "n_ref": n_ref,
-            "volume_pred_mm3": n_pred * voxel_mm3, "volume_ref_mm3": n_ref * voxel_mm3,
+            "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "NSD": nsd[c - 1], **counts,
+            "volume_pred_mm3": counts["n_pred"] * voxel_mm3, "volume_ref_mm3": counts["n_ref"] * voxel_mm3,
         }
     return metrics
 
@@ -96,10 +105,11 @@ def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image) -> nib.Nifti
 
 
 class Evaluator:
-    def __init__(self, module: SegmentationModule, output_dir: Path, tta: bool = False):
+    def __init__(self, module: SegmentationModule, output_dir: Path, tta: bool = False, nsd_tolerance_mm: float = 1.0):
         self.module = module.eval()
         self.output_dir = output_dir
         self.tta = tta
+        self.nsd_tolerance_mm = nsd_tolerance_mm
         self.class_names = list(module.hparams.data["class_names"])
         self.load = eval_transforms(with_label=False)
         # Back to the image's voxel grid: undo the loading transforms (orientation).
@@ -126,7 +136,7 @@ class Evaluator:
         path = self.output_dir / "predictions" / f"{case.name}.nii.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
         nib.save(label_image_like(label_map, first_image), str(path))
-        metrics = score_case(label_map, case.label, self.class_names) if case.label else None
+        metrics = score_case(label_map, case.label, self.class_names, self.nsd_tolerance_mm) if case.label else None
         return CaseResult(case, path, metrics)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:
@@ -139,24 +149,17 @@ def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, An
     per_case = [
         {
             "image": list(r.case.images) if len(r.case.images) > 1 else r.case.images[0],
-            "label": r.case.label,
+            "reference_file": r.case.label,
             "prediction_file": str(r.prediction_file),
             "metrics": r.metrics,
         }
         for r in results
     ]
     mean = {
-        str(c): {
-            "name": class_names[c],
-            "Dice": nanmean([r.metrics[str(c)]["Dice"] for r in scored]),
-            "HD95": nanmean([r.metrics[str(c)]["HD95"] for r in scored]),
-        }
+        str(c): {"name": class_names[c], **{k: nanmean([r.metrics[str(c)][k] for r in scored]) for k in METRICS}}
         for c in range(1, len(class_names))
     }
-    foreground = {
-        "Dice": nanmean([m["Dice"] for m in mean.values()]),
-        "HD95": nanmean([m["HD95"] for m in mean.values()]),
-    }
+    foreground = {k: nanmean([m[k] for m in mean.values()]) for k in METRICS}
     return {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground, "num_cases": len(results),
             "num_scored": len(scored)}
 
@@ -166,8 +169,8 @@ def write_reports(summary: dict[str, Any], output_dir: Path) -> None:
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with open(output_dir / "per_case.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["case", "class", "name", "Dice", "HD95", "volume_pred_mm3", "volume_ref_mm3"])
+        writer.writerow(["case", "class", "name", *METRICS])
         for case in summary["metric_per_case"]:
             for c, m in (case["metrics"] or {}).items():
                 name = Path(case["prediction_file"]).name.removesuffix(".nii.gz")
-                writer.writerow([name, c, m["name"], m["Dice"], m["HD95"], m["volume_pred_mm3"], m["volume_ref_mm3"]])
+                writer.writerow([name, c, m["name"], *(m[k] for k in METRICS)])

@@ -3,8 +3,12 @@
 Dice is MONAI's (2 TP / (2 TP + FP + FN) from label maps) with nnU-Net's convention for empty
 classes: NaN when a class is absent from both the prediction and the reference (left out of
 every mean), 0 when it is in only one.
-HD95 is MONAI's 95th-percentile Hausdorff distance in physical units (voxel spacing), NaN when
-either side is empty.
+HD95 is MONAI's 95th-percentile Hausdorff distance in physical units (voxel spacing): NaN when a
+class is in neither side; when it is on one side only (missed entirely, or predicted where there
+is none), the penalty given by the caller, in evaluation the image's diagonal in mm (no two
+voxels of the image are farther apart), so that missing a structure never improves mean HD95.
+NSD is MONAI's normalized surface Dice at a tolerance in mm: the share of both boundaries within
+the tolerance of the other (NaN in neither, 0 on one side only).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from monai.metrics import compute_dice, compute_hausdorff_distance
+from monai.metrics import compute_dice, compute_hausdorff_distance, compute_surface_dice
+from monai.networks.utils import one_hot
 
 
 def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classes: int) -> list[float]:
@@ -30,21 +35,51 @@ def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classe
 
 
 def hd95_per_class(
-    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, spacing: Sequence[float] | None = None
+    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, spacing: Sequence[float] | None = None,
+    one_sided: float = math.nan,
 ) -> list[float]:
-    """95th-percentile Hausdorff distance of classes 1..num_classes-1 (spatial label maps)."""
+    """95th-percentile Hausdorff distance of classes 1..num_classes-1 (spatial label maps);
+    `one_sided` where a class is in only one of them."""
     scores = []
     for c in range(1, num_classes):
         pred_c = (prediction == c)[None, None]
         ref_c = (reference == c)[None, None]
         if not pred_c.any() or not ref_c.any():
-            scores.append(math.nan)
+            scores.append(one_sided if (pred_c.any() or ref_c.any()) else math.nan)
             continue
         distance = compute_hausdorff_distance(
             pred_c, ref_c, include_background=True, percentile=95, spacing=list(spacing) if spacing else None
         )
         scores.append(float(distance.item()))
     return scores
+
+
+def nsd_per_class(
+    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, tolerance_mm: float,
+    spacing: Sequence[float] | None = None,
+) -> list[float]:
+    """Normalized surface Dice of classes 1..num_classes-1 (spatial label maps) at tolerance_mm."""
+    pred = one_hot(prediction[None, None], num_classes)
+    ref = one_hot(reference[None, None], num_classes)
+    scores = compute_surface_dice(
+        pred, ref, class_thresholds=[tolerance_mm] * (num_classes - 1), include_background=False,
+        spacing=list(spacing) if spacing else None,
+    )[0]
+    return [float(v) for v in scores.tolist()]
+
+
+def overlap_counts(prediction: np.ndarray, reference: np.ndarray, c: int) -> dict[str, float]:
+    """nnU-Net's counts for class c, and IoU (NaN when the class is in neither)."""
+    pred, ref = prediction == c, reference == c
+    tp, fp, fn = int((pred & ref).sum()), int((pred & ~ref).sum()), int((~pred & ref).sum())
+    tn = int(pred.size - tp - fp - fn)
+    return {"IoU": tp / (tp + fp + fn) if tp + fp + fn else math.nan, "TP": tp, "FP": fp, "FN": fn, "TN": tn,
+            "n_pred": tp + fp, "n_ref": tp + fn}
+
+
+def diagonal_mm(shape: Sequence[int], spacing: Sequence[float]) -> float:
+    """The largest distance between two voxels of an image: its HD95 penalty."""
+    return float(np.sqrt(sum(((n - 1) * s) ** 2 for n, s in zip(shape, spacing))))
 
 
 def nanmean(values: Sequence[float]) -> float:

@@ -26,7 +26,7 @@ from train_helpers import (
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
-from segnet.evaluation import Evaluator, select_cases, summarize, write_reports
+from segnet.evaluation import METRICS, Evaluator, score_case, select_cases, summarize, write_reports
 from segnet.lightning_module import SegmentationModule
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
 from segnet.run import train
@@ -51,6 +51,46 @@ def test_hd95_is_in_millimetres_from_the_spacing():
     prediction[0, 0, 4] = 1
     assert hd95_per_class(prediction, reference, 2, spacing=(1.0, 1.0, 2.0)) == [pytest.approx(6.0)]
     assert math.isnan(hd95_per_class(prediction, torch.zeros_like(reference), 2)[0])
+
+
+def scored(prediction: np.ndarray, reference: np.ndarray, tmp_path, spacing=(1.0, 2.0, 3.0), tolerance=1.0):
+    path = tmp_path / "reference.nii.gz"
+    nib.save(nib.Nifti1Image(reference.astype(np.uint8), np.diag([*spacing, 1.0])), str(path))
+    return score_case(prediction, str(path), ["background", "core", "shell"], nsd_tolerance_mm=tolerance)
+
+
+def block(shape=(10, 12, 8), corner=(2, 3, 2), size=(4, 4, 3), value=1) -> np.ndarray:
+    out = np.zeros(shape, np.int64)
+    out[tuple(slice(c, c + n) for c, n in zip(corner, size))] = value
+    return out
+
+
+def test_a_structure_missed_or_invented_scores_the_image_diagonal_as_hd95(tmp_path):
+    reference = block() + block(corner=(7, 7, 5), size=(2, 2, 2), value=2)
+    missed_shell = block()
+    metrics = scored(missed_shell, reference, tmp_path)
+    diagonal = math.sqrt((9 * 1.0) ** 2 + (11 * 2.0) ** 2 + (7 * 3.0) ** 2)
+    assert metrics["2"]["HD95"] == pytest.approx(diagonal) and metrics["2"]["Dice"] == 0.0
+    assert metrics["1"]["HD95"] == 0.0
+    invented = scored(reference, block(), tmp_path)  # shell predicted where the reference has none
+    assert invented["2"]["HD95"] == pytest.approx(diagonal)
+    # so missing the structure is never better for mean HD95 than a poor outline of it
+    poor = scored(block() + block(corner=(0, 0, 0), size=(2, 2, 2), value=2), reference, tmp_path)
+    assert poor["2"]["HD95"] < metrics["2"]["HD95"]
+
+
+def test_overlap_counts_iou_and_surface_dice(tmp_path):
+    reference = block()
+    shifted = block(corner=(3, 3, 2))  # one voxel (1 mm) along the first axis
+    metrics = scored(shifted, reference, tmp_path)["1"]
+    assert (metrics["TP"], metrics["FP"], metrics["FN"]) == (36, 12, 12)
+    assert metrics["TP"] + metrics["FP"] + metrics["FN"] + metrics["TN"] == reference.size
+    assert (metrics["n_pred"], metrics["n_ref"]) == (48, 48)
+    assert metrics["IoU"] == pytest.approx(36 / 60) and metrics["Dice"] == pytest.approx(72 / 96)
+    assert metrics["NSD"] == pytest.approx(1.0)  # every boundary voxel within 1 mm of the other
+    strict = scored(shifted, reference, tmp_path, tolerance=0.5)["1"]
+    assert 0.0 < strict["NSD"] < 1.0
+    assert math.isnan(scored(shifted, reference, tmp_path)["2"]["IoU"])  # in neither
 
 
 def test_means_leave_nan_cases_out():
@@ -194,8 +234,9 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
     summary = json.loads((out / "summary.json").read_text())
     assert {"metric_per_case", "mean", "foreground_mean"} <= set(summary)
     assert summary["num_cases"] == 4
-    assert set(summary["mean"]) == {"1", "2"} and set(summary["foreground_mean"]) == {"Dice", "HD95"}
+    assert set(summary["mean"]) == {"1", "2"} and set(summary["foreground_mean"]) == set(METRICS)
     for case in summary["metric_per_case"]:
+        assert case["reference_file"].endswith(".nii.gz") and case["prediction_file"].endswith(".nii.gz")
         written, image = nib.load(case["prediction_file"]), nib.load(case["image"])
         assert written.shape == image.shape and np.allclose(written.affine, image.affine)
         assert 0.0 <= case["metrics"]["1"]["Dice"] <= 1.0
