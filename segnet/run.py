@@ -205,6 +205,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "epochs": trainer.current_epoch,
         "global_step": trainer.global_step,
         "fit_seconds": fit_seconds,
+        "validation_share_of_fit": timer.validation_seconds / fit_seconds if fit_seconds else float("nan"),
         "checkpoints": {
             "best": checkpoint.best_model_path if checkpoint else "",
             "last": str(last.path) if last and last.path.is_file() else "",

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SHAPES, STRIP_SHAPES, assert_matches, random_inputs, reference_with_grads, relative_error, shape_id, unaligned
+from conftest import (
+    SHAPES,
+    STRIP_SHAPES,
+    assert_matches,
+    random_inputs,
+    reference_with_grads,
+    relative_error,
+    shape_id,
+    unaligned,
+)
 
 import ops
 

@@ -100,8 +100,8 @@ def test_resumed_run_equals_the_uninterrupted_one(tmp_path):
 def test_resuming_with_more_epochs_keeps_the_schedule(tmp_path):
     run(tmp_path, ["trainer.max_epochs=1"])
     rates = learning_rates(tmp_path)
-    train(compose_config(tiny_overrides() + ["op=cpp", "trainer.max_epochs=2",
-                                             f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"], output_dir=tmp_path))
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    train(compose_config(tiny_overrides() + ["op=cpp", "trainer.max_epochs=2", f"ckpt_path={last}"], output_dir=tmp_path))
     extended = learning_rates(tmp_path)
     # the first fit's schedule ended at its floor; a longer resume stays there instead of jumping back up
     assert extended[STEPS_PER_EPOCH] <= rates[STEPS_PER_EPOCH - 1]

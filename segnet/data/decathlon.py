@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import lightning as L
 from monai.data import CacheDataset, DataLoader
+from torch.utils.data import RandomSampler
 
 from ..errors import ConfigError
 from .dataset_json import Case, describe_dataset
@@ -45,7 +46,7 @@ class DecathlonDataModule(L.LightningDataModule):
     def __init__(
         self, root: str, spatial_dims: int = 3, patch_size: Sequence[int] = (96, 96, 96), val_fraction: float = 0.2,
         samples_per_volume: int = 2, batch_size: int = 2, cache_rate: float = 1.0, num_workers: int = 2,
-        seed: int = 0, **_: object,
+        seed: int = 0, steps_per_epoch: int | None = 250, **_: object,
     ):
         super().__init__()
         self.description = describe_dataset(str(root))
@@ -55,6 +56,9 @@ class DecathlonDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.cache_rate = cache_rate
         self.num_workers = num_workers
+        if steps_per_epoch is not None and steps_per_epoch < 1:
+            raise ConfigError(f"data.steps_per_epoch={steps_per_epoch}; use a positive number of batches, or null")
+        self.steps_per_epoch = steps_per_epoch
         self.train_cases, self.val_cases = split_cases(
             self.description.training, self.description.validation, val_fraction, seed
         )
@@ -75,9 +79,14 @@ class DecathlonDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         # Each volume yields samples_per_volume crops, so a batch holds batch_size * that many.
+        # With steps_per_epoch, an epoch is that many batches of volumes drawn with replacement,
+        # however few volumes there are (validation every N epochs then means every N * steps).
+        sampler = None
+        if self.steps_per_epoch is not None:
+            sampler = RandomSampler(self.train_set, replacement=True, num_samples=self.steps_per_epoch * self.batch_size)
         return DataLoader(
-            self.train_set, batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+            self.train_set, batch_size=self.batch_size, shuffle=sampler is None, sampler=sampler,
+            num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
         )
 
     def val_dataloader(self) -> DataLoader:

@@ -3,14 +3,15 @@
 Loading puts every volume in RAS orientation, channel first. Intensities are normalized per
 volume and channel over the non-zero (body) voxels, which removes most of the scanner-to-scanner
 differences in scale and offset. Training crops are foreground-aware (2 of 3 centred on a
-label voxel) and augmented with flips, intensity scale/shift, contrast (gamma), a smooth bias
-field and noise, so
+label voxel) and augmented with rotation and scaling, flips, intensity scale/shift, contrast
+(gamma), a smooth bias field and noise, so
 that the model does not learn one scanner's look. In 2D slice mode a crop is one slice thick
 and loses its last axis.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from monai import transforms as T
@@ -43,6 +44,15 @@ def train_transforms(patch_size: Sequence[int], spatial_dims: int, samples_per_v
     ]
     if spatial_dims == 2:
         steps.append(T.SqueezeDimd(keys=list(KEYS), dim=-1))
+    steps += [
+        # nnU-Net's spatial augmentation: rotation (+-15 degrees about every axis) and scaling
+        # (0.85 to 1.15), each crop with probability 0.2; labels by nearest neighbour.
+        T.RandAffined(
+            keys=list(KEYS), prob=0.2, rotate_range=[math.pi / 12] * (1 if spatial_dims == 2 else 3),
+            scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest"), padding_mode="zeros",
+        ),
+        T.EnsureTyped(keys="label", dtype="int64"),
+    ]
     steps += [T.RandFlipd(keys=list(KEYS), prob=0.5, spatial_axis=axis) for axis in range(spatial_dims)]
     steps += [
         T.RandScaleIntensityd(keys="image", factors=0.1, prob=0.5),
