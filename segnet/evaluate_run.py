@@ -45,7 +45,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(str(error)) from None
     module = load_module(checkpoint, map_location=device, backend=backend, compile=False)
     check_compatible(module, description)
-    cases = select_cases(description, cfg.data.split, module.hparams.data)
+    run_splits = checkpoint.resolve().parent.parent / "splits.json"  # <run>/checkpoints/<name>.ckpt
+    cases = select_cases(description, cfg.data.split, module.hparams.data, run_splits)
     output_dir = Path(cfg.paths.output_dir)
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
              description.root, backend, cfg.tta)

@@ -25,7 +25,8 @@ from monai.transforms import Invertd
 from tqdm import tqdm
 
 from .data.dataset_json import Case, DatasetDescription
-from .data.decathlon import case_dicts, split_cases
+from .data.decathlon import case_dicts
+from .data.splits import choose_split, read_split
 from .data.transforms import eval_transforms
 from .errors import ConfigError
 from .inference import predict_with_flips, training_autocast
@@ -35,18 +36,23 @@ from .metrics import diagonal_mm, dice_per_class, hd95_per_class, nanmean, nsd_p
 SPLITS = ("validation", "test", "all")
 
 
-def select_cases(description: DatasetDescription, split: str, data_hparams: dict[str, Any]) -> list[Case]:
-    """The cases of a split; "validation" is the split the checkpoint was validated on."""
+def select_cases(
+    description: DatasetDescription, split: str, data_hparams: dict[str, Any], splits_file: Path | None = None
+) -> list[Case]:
+    """The cases of a split; "validation" is the split the checkpoint was validated on: the one
+    its run recorded in splits_file, else the one its data settings make."""
     if split not in SPLITS:
         raise ConfigError(f"data.split={split}; use one of {', '.join(SPLITS)}")
     if split == "test":
         if not description.test:
             raise ConfigError(f"{description.root} lists no test images (imagesTs); use data.split=validation or all")
         return list(description.test)
-    train, validation = split_cases(
-        description.training, description.validation, data_hparams.get("val_fraction", 0.2), data_hparams.get("seed", 0)
-    )
-    return validation if split == "validation" else train + validation + list(description.test)
+    if split == "all":
+        return list(description.training) + list(description.validation or ()) + list(description.test)
+    if splits_file is not None and splits_file.is_file():
+        return list(read_split(splits_file, description).val)
+    return list(choose_split(description, data_hparams.get("fold", 0), data_hparams.get("num_folds", 5),
+                             data_hparams.get("split_seed", 12345)).val)
 
 
 def check_compatible(module: SegmentationModule, description: DatasetDescription) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import resource
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,7 +26,7 @@ from .callbacks import StepTimer
 from .checkpoint_loading import refusing_unsafe
 from .checkpoint_saving import AtomicCheckpointIO, LastCheckpoint
 from .data.dataset_json import describe_dataset
-from .errors import ConfigError
+from .errors import ConfigError, DatasetError
 from .lightning_module import SegmentationModule
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,17 @@ def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
                               precision=str(cfg.trainer.get("precision", "32-true")))
 
 
+def instantiate_data(data: DictConfig) -> L.LightningDataModule:
+    """The data module; a ConfigError or DatasetError it raises reaches the user as itself, not
+    wrapped in Hydra's InstantiationException."""
+    try:
+        return instantiate(data)
+    except InstantiationException as error:
+        if isinstance(error.__cause__, (ConfigError, DatasetError)):
+            raise error.__cause__ from None
+        raise
+
+
 def _score(value: Any) -> float:
     return float(value) if value is not None else float("nan")
 
@@ -174,7 +187,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
 
-    datamodule = instantiate(cfg.data)
+    datamodule = instantiate_data(cfg.data)
+    if getattr(datamodule, "split", None) is not None and int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "splits.json").write_text(json.dumps(datamodule.split.to_json(), indent=2) + "\n")
     module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(

@@ -108,9 +108,9 @@ def oracle_evaluator(tmp_path, monkeypatch):
     image), so predictions written back must reproduce the label files voxel for voxel."""
     root = write_decathlon(tmp_path / "Task", cases=3, affine=OBLIQUE_AFFINE, with_test=True)
     run = tmp_path / "train"
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null",
-        f"data.root={root}", "data.patch_size=[16,16,16]", "data.num_workers=0",
-                          "data.batch_size=1", "data.val_fraction=0.34", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}",
+                          "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3",
+                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     module = SegmentationModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
     evaluator = Evaluator(module, tmp_path / "eval")
     return evaluator, describe_dataset(str(root)), monkeypatch
@@ -189,9 +189,9 @@ def test_model_generalizes_to_a_scanner_it_was_not_trained_on(tmp_path):
     seen = write_decathlon(tmp_path / "SeenScanner", cases=6)
     unseen = write_decathlon(tmp_path / "UnseenScanner", cases=3, first_seed=50, scanner=other_scanner)
     run = tmp_path / "train"
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null",
-        f"data.root={seen}", "data.patch_size=[16,16,16]", "data.num_workers=0",
-                          "data.batch_size=2", "data.samples_per_volume=4", "data.val_fraction=0.34",
+    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={seen}",
+                          "data.patch_size=[16,16,16]", "data.num_workers=0",
+                          "data.batch_size=2", "data.samples_per_volume=4", "data.num_folds=3",
                           "model.channels=[8,16,32]",
                           "model.strides=[2,2]", *TINY_TRAINER[:1], "trainer.max_epochs=25",
                           "trainer.check_val_every_n_epoch=25", "trainer.enable_model_summary=false",
@@ -223,10 +223,10 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
     root = (write_decathlon(tmp_path / "Task", cases=4, affine=OBLIQUE_AFFINE) if layout == "decathlon"
             else write_nnunet(tmp_path / "Dataset001_Tiny", cases=4))
     patch = "[16,16,16]" if spatial_dims == 3 else "[16,16]"
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null",
-        f"data.root={root}", f"data.spatial_dims={spatial_dims}",
-                          f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", *TINY_MODEL,
-                          *TINY_TRAINER], output_dir=tmp_path / "train"))
+    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}",
+                          f"data.spatial_dims={spatial_dims}",
+                          f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=4",
+                          *TINY_MODEL, *TINY_TRAINER], output_dir=tmp_path / "train"))
     out = tmp_path / "eval"
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "evaluate.py"), f"ckpt_path={tmp_path / 'train/checkpoints/best.ckpt'}",

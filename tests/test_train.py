@@ -83,9 +83,8 @@ def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     patch = "[16,16]" if spatial_dims == 2 else "[16,16,16]"
     metrics = run(
         tmp_path / "run",
-        ["data=decathlon", "data.steps_per_epoch=null",
-            f"data.root={root}", f"data.spatial_dims={spatial_dims}", f"data.patch_size={patch}",
-         "data.num_workers=0", "data.batch_size=1", "data.val_fraction=0.34", *TINY_MODEL, *TINY_TRAINER],
+        ["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", f"data.spatial_dims={spatial_dims}",
+         f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3", *TINY_MODEL, *TINY_TRAINER],
     )
     assert set(metrics["val_dice_per_class"]) == {"core", "shell"}
     assert not math.isnan(metrics["val_dice_mean"])
@@ -96,7 +95,7 @@ def test_an_epoch_is_steps_per_epoch_batches_however_few_volumes(tmp_path):
     metrics = run(
         tmp_path / "run",
         ["data=decathlon", f"data.root={root}", "data.steps_per_epoch=5", "data.patch_size=[16,16,16]",
-         "data.num_workers=0", "data.batch_size=1", "data.val_fraction=0.34", *TINY_MODEL, *TINY_TRAINER,
+         "data.num_workers=0", "data.batch_size=1", "data.num_folds=3", *TINY_MODEL, *TINY_TRAINER,
          "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=2"],
     )
     assert metrics["global_step"] == 10  # 2 training volumes, 5 batches an epoch
@@ -150,9 +149,8 @@ def test_label_values_outside_the_classes_stop_training_with_the_case_named(tmp_
         label[0, 0, 0] = value  # one voxel, in a corner a random crop may well miss
         nib.save(nib.Nifti1Image(label, np.eye(4)), str(path))
     result = run_train_script(
-        ["data=decathlon", "data.steps_per_epoch=null",
-            f"data.root={root}", "data.num_workers=0", "data.patch_size=[16,16,16]", *TINY_MODEL,
-         *TINY_TRAINER],
+        ["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", "data.num_workers=0",
+         "data.num_folds=3", "data.patch_size=[16,16,16]", *TINY_MODEL, *TINY_TRAINER],
         cwd=tmp_path,
     )
     assert result.returncode != 0 and "Traceback" not in result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
 import lightning as L
@@ -12,6 +11,7 @@ from torch.utils.data import RandomSampler
 from ..errors import ConfigError
 from .dataset_json import Case, describe_dataset
 from .label_check import check_label_values
+from .splits import choose_split
 from .transforms import eval_transforms, train_transforms
 
 
@@ -26,27 +26,11 @@ def case_dicts(cases: Sequence[Case]) -> list[dict]:
     return items
 
 
-def split_cases(
-    training: Sequence[Case], validation: Sequence[Case] | None, val_fraction: float, seed: int
-) -> tuple[list[Case], list[Case]]:
-    """The dataset's own validation list when it has one, else a seeded split of training."""
-    if validation:
-        return list(training), list(validation)
-    if not 0 < val_fraction < 1:
-        raise ConfigError(f"data.val_fraction={val_fraction}; use a fraction between 0 and 1")
-    shuffled = list(training)
-    random.Random(seed).shuffle(shuffled)
-    n_val = max(1, round(len(shuffled) * val_fraction))
-    if n_val >= len(shuffled):
-        raise ConfigError(f"{len(shuffled)} training case(s) cannot be split with data.val_fraction={val_fraction}")
-    return shuffled[n_val:], shuffled[:n_val]
-
-
 class DecathlonDataModule(L.LightningDataModule):
     def __init__(
-        self, root: str, spatial_dims: int = 3, patch_size: Sequence[int] = (96, 96, 96), val_fraction: float = 0.2,
-        samples_per_volume: int = 2, batch_size: int = 2, cache_rate: float = 1.0, num_workers: int = 2,
-        seed: int = 0, steps_per_epoch: int | None = 250, **_: object,
+        self, root: str, spatial_dims: int = 3, patch_size: Sequence[int] = (96, 96, 96), fold: int | str = 0,
+        num_folds: int = 5, split_seed: int = 12345, samples_per_volume: int = 2, batch_size: int = 2,
+        cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250, **_: object,
     ):
         super().__init__()
         self.description = describe_dataset(str(root))
@@ -59,9 +43,8 @@ class DecathlonDataModule(L.LightningDataModule):
         if steps_per_epoch is not None and steps_per_epoch < 1:
             raise ConfigError(f"data.steps_per_epoch={steps_per_epoch}; use a positive number of batches, or null")
         self.steps_per_epoch = steps_per_epoch
-        self.train_cases, self.val_cases = split_cases(
-            self.description.training, self.description.validation, val_fraction, seed
-        )
+        self.split = choose_split(self.description, fold, num_folds, split_seed)
+        self.train_cases, self.val_cases = self.split.train, self.split.val
 
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and not hasattr(self, "train_set"):
