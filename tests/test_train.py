@@ -138,28 +138,53 @@ def test_early_stopping_stops_when_validation_dice_stalls(tmp_path):
     assert metrics["epochs"] == 2
 
 
-def test_label_values_outside_the_classes_stop_training_with_the_case_named(tmp_path):
+def test_a_broken_dataset_stops_training_with_every_problem_named(tmp_path):
     import nibabel as nib
     import numpy as np
 
-    root = write_decathlon(tmp_path / "Task", cases=3)
+    root = write_decathlon(tmp_path / "Task", cases=5)
+    label_of = {name: root / "labelsTr" / f"{name}.nii.gz" for name in ("case_001", "case_002", "case_003")}
     for name, value in (("case_001", 9), ("case_002", 0.5)):
-        path = root / "labelsTr" / f"{name}.nii.gz"
-        label = np.asarray(nib.load(path).dataobj).astype(np.float32)
+        label = np.asarray(nib.load(label_of[name]).dataobj).astype(np.float32)
         label[0, 0, 0] = value  # one voxel, in a corner a random crop may well miss
-        nib.save(nib.Nifti1Image(label, np.eye(4)), str(path))
+        nib.save(nib.Nifti1Image(label, np.eye(4)), str(label_of[name]))
+    shifted = nib.load(label_of["case_003"])
+    nib.save(nib.Nifti1Image(np.asarray(shifted.dataobj), np.diag([1.0, 1.0, 2.0, 1.0])), str(label_of["case_003"]))
+    image = root / "imagesTr" / "case_004.nii.gz"
+    broken = np.asarray(nib.load(image).dataobj).copy()
+    broken[1, 1, 1] = np.nan
+    nib.save(nib.Nifti1Image(broken, np.eye(4)), str(image))
     result = run_train_script(
         ["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", "data.num_workers=0",
-         "data.num_folds=3", "data.patch_size=[16,16,16]", *TINY_MODEL, *TINY_TRAINER],
+         "data.patch_size=[16,16,16]", *TINY_MODEL, *TINY_TRAINER],
         cwd=tmp_path,
     )
     assert result.returncode != 0 and "Traceback" not in result.stderr
     message = result.stderr
-    assert "2 label map(s) hold values that are not classes of dataset.json (0 background, 1 core, 2 shell)" in message
-    assert "labelsTr/case_001.nii.gz (case case_001): 9" in message
-    assert "labelsTr/case_002.nii.gz (case case_002): 0.5" in message
-    assert "case_000" not in message
+    assert f"{root} has 4 problem(s); training does not start on a broken dataset" in message
+    assert "case case_001: " in message and "label values 9 are not classes of dataset.json (0 background, 1 core" in message
+    assert "case case_002: " in message and "label values 0.5 are not classes" in message
+    assert "case case_003: " in message and "its affine differs from" in message
+    assert "case case_004: " in message and "NaN or infinite intensities" in message
+    assert "case case_000" not in message
     assert not (tmp_path / "run" / "checkpoints").exists()  # training never started
+
+
+def test_unreadable_files_and_duplicate_cases_are_named(tmp_path):
+    from segnet.data.dataset_json import describe_dataset
+    from segnet.data.integrity import verify_dataset
+    from segnet.errors import DatasetError
+
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    (root / "imagesTr" / "case_001.nii.gz").write_bytes(b"not a nifti file")
+    spec = json.loads((root / "dataset.json").read_text())
+    spec["training"].append(spec["training"][0])
+    (root / "dataset.json").write_text(json.dumps(spec))
+    description = describe_dataset(str(root))
+    with pytest.raises(DatasetError) as caught:
+        verify_dataset(description, description.training)
+    assert "case case_000 is listed 2 times" in str(caught.value)
+    assert "imagesTr/case_001.nii.gz: cannot be read" in str(caught.value)
 
 
 @pytest.mark.slow

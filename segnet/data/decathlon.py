@@ -10,7 +10,7 @@ from torch.utils.data import RandomSampler
 
 from ..errors import ConfigError
 from .dataset_json import Case, describe_dataset
-from .label_check import check_label_values
+from .integrity import verify_dataset
 from .splits import choose_split
 from .transforms import eval_transforms, train_transforms
 
@@ -48,7 +48,7 @@ class DecathlonDataModule(L.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and not hasattr(self, "train_set"):
-            check_label_values([*self.train_cases, *self.val_cases], self.description.class_names)
+            verify_dataset(self.description, [*self.description.training, *(self.description.validation or ())])
             self.train_set = CacheDataset(
                 case_dicts(self.train_cases),
                 train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume),

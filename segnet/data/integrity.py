@@ -1,0 +1,73 @@
+"""A dataset's integrity, checked before training starts (as nnU-Net's verify_dataset_integrity).
+
+Every case is read as training will read it (MONAI's loader, so any format the training reads),
+and every problem is collected before stopping: a file that cannot be read, channels or label of
+one case on different grids (shape, or affine beyond `AFFINE_TOLERANCE`), NaN or infinite
+intensities, label values that are not classes of dataset.json (a stray 9, a 0.5 from
+interpolation would otherwise train silently, or fail far from their cause in the loss's
+one-hot), and case names listed twice. The DatasetError names every offending case and what
+is wrong with it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+from monai.transforms import LoadImage
+
+from ..errors import DatasetError
+from .dataset_json import Case, DatasetDescription
+
+AFFINE_TOLERANCE = 1e-3  # mm (origin) and mm per voxel (direction x spacing), as nnU-Net allows
+
+
+def _values(array: np.ndarray, limit: int = 8) -> str:
+    shown = ", ".join(f"{v:g}" for v in array[:limit])
+    return shown + (f" and {len(array) - limit} more" if len(array) > limit else "")
+
+
+def case_problems(case: Case, class_names: Sequence[str], load: LoadImage) -> list[str]:
+    files = [*case.images, *([case.label] if case.label else [])]
+    loaded = {}
+    for path in files:
+        try:
+            loaded[path] = load(path)
+        except Exception as error:  # any reader's failure: report it with the others
+            return [f"{path}: cannot be read ({type(error).__name__}: {str(error).splitlines()[0][:200]})"]
+    problems = []
+    first = case.images[0]
+    reference_shape = tuple(loaded[first].shape)
+    reference_affine = np.asarray(loaded[first].affine)
+    for path in files[1:]:
+        shape, affine = tuple(loaded[path].shape), np.asarray(loaded[path].affine)
+        if shape != reference_shape:
+            problems.append(f"{path}: shape {shape} differs from {first}'s {reference_shape}")
+        elif np.abs(affine - reference_affine).max() > AFFINE_TOLERANCE:
+            problems.append(f"{path}: its affine differs from {first}'s (a different grid or orientation)")
+    for path in case.images:
+        if not np.isfinite(np.asarray(loaded[path])).all():
+            problems.append(f"{path}: NaN or infinite intensities")
+    if case.label:
+        values = np.unique(np.asarray(loaded[case.label]))
+        bad = values[(values != np.round(values)) | (values < 0) | (values >= len(class_names))]
+        if bad.size:
+            legend = ", ".join(f"{i} {name}" for i, name in enumerate(class_names))
+            problems.append(f"{case.label}: label values {_values(bad)} are not classes of dataset.json ({legend})")
+    return [f"case {case.name}: {p}" for p in problems]
+
+
+def verify_dataset(description: DatasetDescription, cases: Sequence[Case]) -> None:
+    """Raises a DatasetError listing every problem of these cases (a dataset's labelled ones,
+    as dataset.json lists them), or returns."""
+    load = LoadImage(image_only=True)
+    problems = [f"case {name} is listed {count} times" for name, count in Counter(c.name for c in cases).items()
+                if count > 1]
+    for case in cases:
+        problems += case_problems(case, description.class_names, load)
+    if problems:
+        raise DatasetError(
+            f"{description.root} has {len(problems)} problem(s); training does not start on a broken dataset:\n  - "
+            + "\n  - ".join(problems)
+        )
