@@ -8,7 +8,7 @@ import hydra
 from omegaconf import DictConfig
 
 from segnet.config import register_resolvers
-from segnet.errors import ConfigError, DatasetError
+from segnet.errors import user_errors_as_one_line
 from segnet.run import train
 
 register_resolvers()
@@ -16,10 +16,8 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    try:
+    with user_errors_as_one_line():
         metrics = train(cfg)
-    except (ConfigError, DatasetError) as error:
-        raise SystemExit(f"error: {error}") from None
     return metrics["val_dice_mean"]  # what a Hydra sweeper would optimize
 
 

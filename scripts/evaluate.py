@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from segnet.config import register_resolvers  # noqa: E402
-from segnet.errors import ConfigError, DatasetError  # noqa: E402
+from segnet.errors import user_errors_as_one_line  # noqa: E402
 from segnet.evaluate_run import evaluate  # noqa: E402
 
 register_resolvers()
@@ -22,10 +22,8 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    try:
+    with user_errors_as_one_line():
         evaluate(cfg)
-    except (ConfigError, DatasetError) as error:
-        raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":

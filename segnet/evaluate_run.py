@@ -19,6 +19,16 @@ from .evaluation import Evaluator, check_compatible, select_cases, summarize, wr
 log = logging.getLogger(__name__)
 
 
+def load_for_inference(checkpoint: Path, device_name: str, backend_name: str):
+    """A checkpoint's model on the requested device, with the op backend that runs there."""
+    device = evaluation_device(device_name)
+    try:
+        backend = ops.resolve_backend(backend_name, device)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return load_module(checkpoint, map_location=device, backend=backend, compile=False)
+
+
 def evaluation_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -38,18 +48,13 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if OmegaConf.is_missing(cfg.data, "root"):
         raise ConfigError("data.root is required: point it at the dataset folder (dataset.json, imagesTr, labelsTr)")
     description = describe_dataset(str(cfg.data.root))
-    device = evaluation_device(cfg.device)
-    try:
-        backend = ops.resolve_backend(cfg.op.backend, device)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    module = load_module(checkpoint, map_location=device, backend=backend, compile=False)
+    module = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
     check_compatible(module, description)
     run_splits = checkpoint.resolve().parent.parent / "splits.json"  # <run>/checkpoints/<name>.ckpt
     cases = select_cases(description, cfg.data.split, module.hparams.data, run_splits)
     output_dir = Path(cfg.paths.output_dir)
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
-             description.root, backend, cfg.tta)
+             description.root, module.hparams.backend, cfg.tta)
     results = Evaluator(module, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm)).run(cases)
     summary = summarize(results, list(module.hparams.data["class_names"]))
     write_reports(summary, output_dir)

@@ -1,9 +1,8 @@
 """Evaluation of a checkpoint on a dataset folder, shaped like nnU-Net's.
 
-Each case is loaded as in training (RAS orientation, per-volume normalization), predicted whole
-(slice by slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA), mapped
-back to the image's own geometry by inverting the loading transforms, written next to the
-others as a NIfTI with the image's affine, and scored against the label file as stored, per
+Each case is predicted by segnet.prediction (loaded as in training, predicted whole: slice by
+slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA; mapped back to the
+image's own geometry and written as a NIfTI with the image's affine), and scored against the label file as stored, per
 class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
 HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
 (segnet.metrics).
@@ -20,18 +19,14 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 import torch
-from monai.data import MetaTensor
-from monai.transforms import Invertd
 from tqdm import tqdm
 
 from .data.dataset_json import Case, DatasetDescription
-from .data.decathlon import case_dicts
 from .data.splits import choose_split, read_split
-from .data.transforms import eval_transforms
 from .errors import ConfigError
-from .inference import predict_with_flips, training_autocast
-from .lightning_module import SegmentationModule, plain
+from .lightning_module import SegmentationModule
 from .metrics import diagonal_mm, dice_per_class, hd95_per_class, nanmean, nsd_per_class, overlap_counts
+from .prediction import PredictionWriter, Predictor
 
 SPLITS = ("validation", "test", "all")
 
@@ -99,51 +94,19 @@ def score_case(
     return metrics
 
 
-def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image) -> nib.Nifti1Image:
-    """A uint8 NIfTI on the image's grid: same affine, qform and sform codes, no intensity scaling."""
-    out = nib.Nifti1Image(label_map.astype(np.uint8), image.affine)
-    qform, qcode = image.get_qform(coded=True)
-    sform, scode = image.get_sform(coded=True)
-    out.set_qform(qform if qform is not None else image.affine, int(qcode) if qform is not None else 1)
-    out.set_sform(sform if sform is not None else image.affine, int(scode) if sform is not None else 1)
-    out.header.set_xyzt_units(*image.header.get_xyzt_units())
-    return out
+class Evaluator(PredictionWriter):
+    """Predictions (predictions/<case>.nii.gz in output_dir) scored against each case's label."""
 
-
-class Evaluator:
-    def __init__(self, module: SegmentationModule, output_dir: Path, tta: bool = False, nsd_tolerance_mm: float = 1.0):
-        self.module = module.eval()
-        self.output_dir = output_dir
-        self.tta = tta
+    def __init__(self, module: SegmentationModule | list[SegmentationModule], output_dir: Path, tta: bool = False,
+                 nsd_tolerance_mm: float = 1.0):
+        super().__init__(Predictor(module if isinstance(module, list) else [module], tta), output_dir / "predictions")
+        self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
-        self.class_names = list(module.hparams.data["class_names"])
-        self.load = eval_transforms(with_label=False)
-        # Back to the image's voxel grid: undo the loading transforms (orientation).
-        self.restore = Invertd(keys="pred", transform=self.load, orig_keys="image", nearest_interp=True)
-
-    @torch.no_grad()
-    def predict(self, image: torch.Tensor) -> torch.Tensor:
-        """Label map (1, *spatial) for one loaded image (C, *spatial)."""
-        batch = plain(image)[None].to(self.module.device)
-        with training_autocast(self.module.hparams.get("precision", "32-true"), self.module.device):
-            if self.tta:
-                return predict_with_flips(self.module.predict_logits, batch).argmax(1)
-            return self.module.predict_logits(batch).argmax(1)
 
     def run_case(self, case: Case) -> CaseResult:
-        loaded = self.load({"image": case_dicts([case])[0]["image"]})
-        prediction = self.predict(loaded["image"]).cpu().to(torch.uint8)
-        loaded["pred"] = MetaTensor(
-            prediction, meta=loaded["image"].meta, applied_operations=loaded["image"].applied_operations
-        )
-        restored = self.restore(loaded)
-        label_map = np.asarray(restored["pred"][0]).astype(np.uint8)
-        first_image = nib.load(case.images[0])
-        path = self.output_dir / "predictions" / f"{case.name}.nii.gz"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nib.save(label_image_like(label_map, first_image), str(path))
-        metrics = score_case(label_map, case.label, self.class_names, self.nsd_tolerance_mm) if case.label else None
-        return CaseResult(case, path, metrics)
+        prediction = super().run_case(case)
+        metrics = score_case(prediction.label_map, case.label, self.class_names, self.nsd_tolerance_mm) if case.label else None
+        return CaseResult(case, prediction.file, metrics)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:
         return [self.run_case(case) for case in tqdm(cases, desc="evaluating", unit="case")]

@@ -57,10 +57,13 @@ def _slice_by_slice(net: Network, volume: torch.Tensor, slice_batch: int) -> tor
     return logits.reshape(n, d, -1, h, w).permute(0, 2, 3, 4, 1)
 
 
-def predict_with_flips(predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor) -> torch.Tensor:
-    """Test-time augmentation: mean softmax over the identity and a flip of each spatial axis."""
-    spatial = range(2, image.dim())
+def predict_with_flips(
+    predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Test-time augmentation: mean softmax over the identity and a flip of each of `axes`
+    (default every spatial axis of the image)."""
+    axes = list(range(2, image.dim())) if axes is None else list(axes)
     probabilities = predict(image).softmax(1)
-    for axis in spatial:
+    for axis in axes:
         probabilities += predict(image.flip(axis)).softmax(1).flip(axis)
-    return probabilities / (1 + len(spatial))
+    return probabilities / (1 + len(axes))

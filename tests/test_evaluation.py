@@ -53,6 +53,11 @@ def test_hd95_is_in_millimetres_from_the_spacing():
     assert math.isnan(hd95_per_class(prediction, torch.zeros_like(reference), 2)[0])
 
 
+def as_probabilities(label_map: torch.Tensor, classes: int = 3) -> torch.Tensor:
+    """A label map as certain class probabilities (classes, *spatial), what a predictor returns."""
+    return torch.nn.functional.one_hot(label_map.long(), classes).movedim(-1, 0).float()
+
+
 def scored(prediction: np.ndarray, reference: np.ndarray, tmp_path, spacing=(1.0, 2.0, 3.0), tolerance=1.0):
     path = tmp_path / "reference.nii.gz"
     nib.save(nib.Nifti1Image(reference.astype(np.uint8), np.diag([*spacing, 1.0])), str(path))
@@ -121,7 +126,7 @@ def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
     labels = {case.images[0]: case.label for case in description.training}
     current = {}
     monkeypatch.setattr(
-        evaluator, "predict", lambda image: load_as_trained(current["image"], labels[current["image"]])[None]
+        evaluator, "predict", lambda image: as_probabilities(load_as_trained(current["image"], labels[current["image"]]))
     )
     results = []
     for case in description.training:
@@ -151,7 +156,7 @@ def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path
     nib.save(nib.Nifti1Image(without_shell, label.affine, label.header), str(edited))
     from segnet.data.dataset_json import Case
 
-    monkeypatch.setattr(evaluator, "predict", lambda image: load_as_trained(case.images[0], str(edited))[None])
+    monkeypatch.setattr(evaluator, "predict", lambda image: as_probabilities(load_as_trained(case.images[0], str(edited))))
     result = evaluator.run_case(Case(case.name, case.images, str(edited)))
     assert result.metrics["1"]["Dice"] == 1.0
     assert math.isnan(result.metrics["2"]["Dice"]) and math.isnan(result.metrics["2"]["HD95"])
@@ -178,8 +183,8 @@ def test_scanner_scale_and_offset_do_not_change_predictions(oracle_evaluator, tm
     rescaled = tmp_path / "rescaled.nii.gz"
     nib.save(nib.Nifti1Image(np.asarray(original.dataobj) * 3.0 + 500.0, original.affine), str(rescaled))
     load = eval_transforms(with_label=False)
-    first = evaluator.predict(load({"image": case.images[0]})["image"])
-    second = evaluator.predict(load({"image": str(rescaled)})["image"])
+    first = evaluator.predict(load({"image": case.images[0]})["image"]).argmax(0)
+    second = evaluator.predict(load({"image": str(rescaled)})["image"]).argmax(0)
     assert torch.equal(first, second)
 
 

@@ -1,0 +1,151 @@
+"""Prediction on images, shared by scripts/predict.py and evaluation (which adds the scores).
+
+One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged), flip
+test-time augmentation over the model's own spatial axes, under the autocast the model trained
+with. Each image is loaded as in training (RAS, per-volume normalization), predicted whole, and
+mapped back to its own voxel grid and affine by inverting the loading transforms: the label map
+(uint8 NIfTI with the image's affine) and, on request, the class probabilities (.npz).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import torch
+from monai.data import MetaTensor
+from monai.transforms import Invertd
+
+from .data.dataset_json import Case
+from .data.decathlon import case_dicts
+from .data.transforms import eval_transforms
+from .errors import ConfigError, DatasetError
+from .inference import predict_with_flips, training_autocast
+from .lightning_module import SegmentationModule, plain
+
+IMAGE_ENDINGS = (".nii.gz", ".nii", ".nrrd", ".mha")
+CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
+
+
+def _stem(path: Path) -> str | None:
+    return next((path.name[: -len(e)] for e in IMAGE_ENDINGS if path.name.endswith(e)), None)
+
+
+def find_cases(source: Path, in_channels: int) -> list[Case]:
+    """The images under `source` (a folder, or one file), grouped into cases: nnU-Net's channel
+    naming `{case}_0000.nii.gz`, `{case}_0001.nii.gz`, ... or, for one-channel models, any image
+    files, one case each."""
+    if not source.exists():
+        raise ConfigError(f"input={source} does not exist; point it at a folder of images or one image file")
+    files = [source] if source.is_file() else sorted(p for p in source.iterdir() if _stem(p) is not None)
+    if source.is_file() and in_channels > 1:  # the case's other channels lie beside it
+        match = CHANNEL_FILE.match(_stem(source) or "")
+        files = sorted(p for p in source.parent.iterdir() if match and (_stem(p) or "").startswith(match["case"] + "_"))
+    if not files:
+        raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")
+    channels: dict[str, dict[int, Path]] = {}
+    for path in files:
+        match = CHANNEL_FILE.match(_stem(path))
+        name, channel = (match["case"], int(match["channel"])) if match else (_stem(path), 0)
+        channels.setdefault(name, {})[channel] = path
+    cases = []
+    for name, found in sorted(channels.items()):
+        if sorted(found) != list(range(in_channels)):
+            raise DatasetError(
+                f"case {name} in {source} has channel file(s) {sorted(found)} but the model takes {in_channels} "
+                f"channel(s): name them {name}_0000 .. {name}_{in_channels - 1:04d}"
+            )
+        cases.append(Case(name, tuple(str(found[c]) for c in range(in_channels)), None))
+    return cases
+
+
+class Predictor:
+    """Class probabilities of one image from one model or the mean of several."""
+
+    def __init__(self, modules: list[SegmentationModule], tta: bool = False):
+        first = modules[0].hparams.data
+        for module in modules[1:]:
+            other = module.hparams.data
+            for key in ("class_names", "in_channels", "spatial_dims"):
+                if list(np.atleast_1d(other[key])) != list(np.atleast_1d(first[key])):
+                    raise ConfigError(f"the checkpoints of an ensemble must agree on data.{key}: {first[key]} vs {other[key]}")
+        self.modules = [m.eval() for m in modules]
+        self.tta = tta
+        self.class_names = list(first["class_names"])
+        self.in_channels = int(first["in_channels"])
+        self.spatial_dims = int(first["spatial_dims"])
+
+    @torch.no_grad()
+    def probabilities(self, image: torch.Tensor) -> torch.Tensor:
+        """(classes, *spatial) float32 on the CPU, for one loaded image (C, *spatial)."""
+        total = None
+        # The model's own spatial axes: a 2D model on a volume predicts slice by slice along the
+        # last axis, so flipping that axis would change nothing.
+        axes = range(2, 2 + self.spatial_dims)
+        for module in self.modules:
+            batch = plain(image)[None].to(module.device)
+            with training_autocast(module.hparams.get("precision", "32-true"), module.device):
+                if self.tta:
+                    p = predict_with_flips(module.predict_logits, batch, axes)
+                else:
+                    p = module.predict_logits(batch).softmax(1)
+            p = p.float().cpu()[0]
+            total = p if total is None else total + p
+        return total / len(self.modules)
+
+
+def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image) -> nib.Nifti1Image:
+    """A uint8 NIfTI on the image's grid: same affine, qform and sform codes, no intensity scaling."""
+    out = nib.Nifti1Image(label_map.astype(np.uint8), image.affine)
+    qform, qcode = image.get_qform(coded=True)
+    sform, scode = image.get_sform(coded=True)
+    out.set_qform(qform if qform is not None else image.affine, int(qcode) if qform is not None else 1)
+    out.set_sform(sform if sform is not None else image.affine, int(scode) if sform is not None else 1)
+    out.header.set_xyzt_units(*image.header.get_xyzt_units())
+    return out
+
+
+@dataclass
+class Prediction:
+    case: Case
+    label_map: np.ndarray  # on the image's own grid
+    file: Path
+
+
+class PredictionWriter:
+    """Loads a case, predicts it, maps the result back to the image's grid and writes it."""
+
+    def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False):
+        self.predictor = predictor
+        self.output_dir = output_dir
+        self.save_probabilities = save_probabilities
+        self.load = eval_transforms(with_label=False)
+        # Back to the image's voxel grid: undo the loading transforms (orientation); labels by
+        # nearest neighbour, probabilities by interpolation.
+        keys = ["pred", "prob"] if save_probabilities else ["pred"]
+        self.restore = Invertd(keys=keys, transform=self.load, orig_keys="image", nearest_interp=[True, False][: len(keys)])
+
+    def predict(self, image: torch.Tensor) -> torch.Tensor:
+        """Probabilities (classes, *spatial) of one loaded image."""
+        return self.predictor.probabilities(image)
+
+    def run_case(self, case: Case) -> Prediction:
+        loaded = self.load({"image": case_dicts([case])[0]["image"]})
+        probabilities = self.predict(loaded["image"])
+        meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
+        loaded["pred"] = MetaTensor(probabilities.argmax(0, keepdim=True).to(torch.uint8), **meta)
+        if self.save_probabilities:
+            loaded["prob"] = MetaTensor(probabilities, **meta)
+        restored = self.restore(loaded)
+        label_map = np.asarray(restored["pred"][0]).astype(np.uint8)
+        first_image = nib.load(case.images[0])
+        path = self.output_dir / f"{case.name}.nii.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nib.save(label_image_like(label_map, first_image), str(path))
+        if self.save_probabilities:
+            np.savez_compressed(self.output_dir / f"{case.name}.npz", probabilities=np.asarray(restored["prob"], np.float32),
+                                class_names=np.array(self.predictor.class_names))
+        return Prediction(case, label_map, path)

@@ -1,0 +1,98 @@
+"""scripts/predict.py: new images (no labels, no dataset.json) to label maps in each image's own
+geometry, with flips, ensembles and probabilities; the same code evaluation scores."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import nibabel as nib
+import numpy as np
+import pytest
+from train_helpers import OBLIQUE_AFFINE, ROOT, TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon, write_nifti
+
+from segnet.errors import ConfigError, DatasetError
+from segnet.prediction import find_cases
+from segnet.run import train
+
+
+def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
+    image = np.zeros((4, 4, 4), np.float32)
+    for name in ("b_0000", "b_0001", "a_0000", "a_0001"):
+        write_nifti(tmp_path / "two" / f"{name}.nii.gz", image)
+    cases = find_cases(tmp_path / "two", in_channels=2)
+    assert [(c.name, [os.path.basename(p) for p in c.images]) for c in cases] == [
+        ("a", ["a_0000.nii.gz", "a_0001.nii.gz"]), ("b", ["b_0000.nii.gz", "b_0001.nii.gz"])]
+    assert [c.name for c in find_cases(tmp_path / "two" / "b_0000.nii.gz", 2)] == ["b"]  # one file: its case
+    write_nifti(tmp_path / "plain" / "scan.nii.gz", image)
+    assert [c.name for c in find_cases(tmp_path / "plain", 1)] == ["scan"]
+    with pytest.raises(DatasetError, match=r"case scan in .* has channel file\(s\) \[0\] but the model takes 2"):
+        find_cases(tmp_path / "plain", 2)
+    with pytest.raises(ConfigError, match="does not exist"):
+        find_cases(tmp_path / "nowhere", 1)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
+    run = tmp_path_factory.mktemp("run")
+    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", "data.num_folds=3",
+                          "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
+                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    return root, run
+
+
+def run_script(script: str, args: list[str], out) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args, f"hydra.run.dir={out}/hydra"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.mark.slow
+def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path):
+    root, run = trained
+    images = tmp_path / "new"
+    images.mkdir()
+    for i in range(2):  # images only, nnU-Net's channel naming, an oblique grid
+        shutil.copy(root / "imagesTr" / f"case_{i:03d}.nii.gz", images / f"scan{i}_0000.nii.gz")
+    ensemble = f"ckpt_path=[{run}/checkpoints/best.ckpt,{run}/checkpoints/last.ckpt]"
+    result = run_script("predict.py", [ensemble, f"input={images}", f"output={tmp_path / 'out'}",
+                                       "save_probabilities=true", "op=cpp"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for i in range(2):
+        image = nib.load(images / f"scan{i}_0000.nii.gz")
+        written = nib.load(tmp_path / "out" / f"scan{i}.nii.gz")
+        assert written.shape == image.shape and np.allclose(written.affine, image.affine)
+        assert written.get_data_dtype() == np.uint8
+        saved = np.load(tmp_path / "out" / f"scan{i}.npz")
+        probabilities = saved["probabilities"]
+        assert list(saved["class_names"]) == ["background", "core", "shell"]
+        assert probabilities.shape == (3, *image.shape)
+        assert np.allclose(probabilities.sum(0), 1.0, atol=1e-4)
+        assert np.array_equal(probabilities.argmax(0), np.asarray(written.dataobj))
+
+
+@pytest.mark.slow
+def test_evaluation_scores_what_prediction_writes(trained, tmp_path):
+    root, run = trained
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    evaluated = run_script("evaluate.py", [f"ckpt_path={checkpoint}", f"data.root={root}", "data.split=all",
+                                           "tta=true", "op=cpp"], tmp_path / "eval")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    predicted = run_script("predict.py", [f"ckpt_path={checkpoint}", f"input={root / 'imagesTr'}", "tta=true",
+                                          f"output={tmp_path / 'pred'}", "op=cpp"], tmp_path / "pred")
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    for i in range(3):
+        a = nib.load(tmp_path / "eval" / "hydra" / "predictions" / f"case_{i:03d}.nii.gz")
+        b = nib.load(tmp_path / "pred" / f"case_{i:03d}.nii.gz")
+        assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj))
+
+
+def test_missing_arguments_are_one_line(tmp_path):
+    result = run_script("predict.py", ["input=x", "output=y"], tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: ckpt_path is required: python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")
