@@ -64,6 +64,6 @@ def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path)
         return predict(batch)
 
     module.predict_logits = spy
-    label_map = Evaluator(module, tmp_path / "evaluation").predict(torch.randn(1, 32, 32))
-    assert label_map.shape == (1, 32, 32)
+    probabilities = Evaluator(module, tmp_path / "evaluation").predict(torch.randn(1, 32, 32))
+    assert probabilities.shape == (3, 32, 32)
     assert seen == [(True, torch.bfloat16)]
