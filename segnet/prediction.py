@@ -69,14 +69,15 @@ class Predictor:
         first = modules[0].hparams.data
         for module in modules[1:]:
             other = module.hparams.data
-            for key in ("class_names", "in_channels", "spatial_dims"):
-                if list(np.atleast_1d(other[key])) != list(np.atleast_1d(first[key])):
+            for key in ("class_names", "in_channels", "spatial_dims", "normalization"):
+                if other.get(key) != first.get(key):
                     raise ConfigError(f"the checkpoints of an ensemble must agree on data.{key}: {first[key]} vs {other[key]}")
         self.modules = [m.eval() for m in modules]
         self.tta = tta
         self.class_names = list(first["class_names"])
         self.in_channels = int(first["in_channels"])
         self.spatial_dims = int(first["spatial_dims"])
+        self.normalization = first.get("normalization")  # the plan training used (None: per-volume z-score)
 
     @torch.no_grad()
     def probabilities(self, image: torch.Tensor) -> torch.Tensor:
@@ -122,7 +123,7 @@ class PredictionWriter:
         self.predictor = predictor
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
-        self.load = eval_transforms(with_label=False)
+        self.load = eval_transforms(with_label=False, normalization=predictor.normalization)
         # Back to the image's voxel grid: undo the loading transforms (orientation); labels by
         # nearest neighbour, probabilities by interpolation.
         keys = ["pred", "prob"] if save_probabilities else ["pred"]

@@ -188,9 +188,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
 
     datamodule = instantiate_data(cfg.data)
+    if getattr(datamodule, "normalization", None) is not None:
+        cfg.data.normalization = datamodule.normalization  # into the checkpoint: evaluation uses the same
     if getattr(datamodule, "split", None) is not None and int(os.environ.get("LOCAL_RANK", "0")) == 0:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / "splits.json").write_text(json.dumps(datamodule.split.to_json(), indent=2) + "\n")
+        plan = {"normalization": datamodule.normalization}
+        (output_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(

@@ -1,8 +1,9 @@
 """MONAI transform chains for real scans.
 
-Loading puts every volume in RAS orientation, channel first. Intensities are normalized per
-volume and channel over the non-zero (body) voxels, which removes most of the scanner-to-scanner
-differences in scale and offset. Training crops are foreground-aware (2 of 3 centred on a
+Loading puts every volume in RAS orientation, channel first. Intensities are normalized by
+modality (segnet.data.normalization): CT with the dataset's foreground statistics, MRI and the
+rest per volume and channel over the non-zero (body) voxels, which removes most of the
+scanner-to-scanner differences in scale and offset. Training crops are foreground-aware (2 of 3 centred on a
 label voxel) and augmented with rotation and scaling, flips, intensity scale/shift, contrast
 (gamma), a smooth bias field and noise, so
 that the model does not learn one scanner's look. In 2D slice mode a crop is one slice thick
@@ -16,16 +17,18 @@ from collections.abc import Sequence
 
 from monai import transforms as T
 
+from .normalization import NormalizeChannelsd
+
 KEYS = ("image", "label")
 
 
-def load_transforms(with_label: bool) -> list:
+def load_transforms(with_label: bool, normalization: Sequence[dict] | None = None) -> list:
     keys = list(KEYS) if with_label else ["image"]
     steps = [
         T.LoadImaged(keys=keys, image_only=True),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
         T.Orientationd(keys=keys, axcodes="RAS"),
-        T.NormalizeIntensityd(keys="image", nonzero=True, channel_wise=True),
+        NormalizeChannelsd(keys="image", plan=normalization),  # by modality (segnet.data.normalization)
         T.EnsureTyped(keys="image", dtype="float32"),
     ]
     if with_label:
@@ -33,13 +36,16 @@ def load_transforms(with_label: bool) -> list:
     return steps
 
 
-def train_transforms(patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int) -> T.Compose:
+def train_transforms(
+    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, normalization: Sequence[dict] | None = None
+) -> T.Compose:
     crop = list(patch_size[:2]) + [1] if spatial_dims == 2 else list(patch_size)
-    steps = load_transforms(with_label=True) + [
+    steps = load_transforms(with_label=True, normalization=normalization) + [
         T.SpatialPadd(keys=list(KEYS), spatial_size=crop, mode="constant"),
+        # foreground from the label alone (normalized intensities say nothing about it: CT air is
+        # as negative as anything)
         T.RandCropByPosNegLabeld(
             keys=list(KEYS), label_key="label", spatial_size=crop, pos=2, neg=1, num_samples=samples_per_volume,
-            image_key="image", image_threshold=0,
         ),
     ]
     if spatial_dims == 2:
@@ -66,5 +72,5 @@ def train_transforms(patch_size: Sequence[int], spatial_dims: int, samples_per_v
     return T.Compose(steps)
 
 
-def eval_transforms(with_label: bool) -> T.Compose:
-    return T.Compose(load_transforms(with_label))
+def eval_transforms(with_label: bool, normalization: Sequence[dict] | None = None) -> T.Compose:
+    return T.Compose(load_transforms(with_label, normalization))

@@ -1,0 +1,91 @@
+"""Normalization by modality: CT by the dataset's foreground statistics (every volume alike),
+MRI and the rest per volume over the body, noNorm and rescale_to_0_1 as nnU-Net names them; the
+plan travels in the checkpoint to evaluation and prediction."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_nifti
+
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize
+from segnet.run import train
+
+
+def ct_case(air_rows: int, seed: int, shape=(24, 24, 16)) -> tuple[np.ndarray, np.ndarray]:
+    """Soft tissue (~40 HU) with a bone (~700 HU, label 1), and `air_rows` rows of air (-1000 HU)."""
+    rng = np.random.default_rng(seed)
+    image = rng.normal(40, 10, shape).astype(np.float32)
+    label = np.zeros(shape, np.uint8)
+    label[15:21, 8:14, 4:10] = 1  # below every air row the tests use
+    image[label == 1] = rng.normal(700, 40, int(label.sum()))
+    image[:air_rows] = -1000
+    return image, label
+
+
+def write_ct_dataset(root, modality="CT", cases=((2, 0), (12, 1), (6, 2))):
+    training = []
+    for i, (air, seed) in enumerate(cases):
+        image, label = ct_case(air, seed)
+        write_nifti(root / "imagesTr" / f"ct_{i:03d}.nii.gz", image)
+        write_nifti(root / "labelsTr" / f"ct_{i:03d}.nii.gz", label)
+        training.append({"image": f"./imagesTr/ct_{i:03d}.nii.gz", "label": f"./labelsTr/ct_{i:03d}.nii.gz"})
+    (root / "dataset.json").write_text(json.dumps({"name": "CT", "modality": {"0": modality},
+                                                   "labels": {"0": "background", "1": "bone"}, "training": training}))
+    return root
+
+
+def test_ct_is_clipped_and_z_scored_with_the_foreground_statistics(tmp_path):
+    description = describe_dataset(str(write_ct_dataset(tmp_path / "CT")))
+    (entry,) = normalization_plan(description.channel_names, description.training)
+    assert entry["scheme"] == "ct"
+    assert entry["mean"] == pytest.approx(700, abs=10) and entry["std"] == pytest.approx(40, abs=6)
+    assert 550 < entry["percentile_00_5"] < 650 and 750 < entry["percentile_99_5"] < 850  # bone, not air
+    image, label = ct_case(12, 1)
+    normalized = normalize(torch.from_numpy(image), entry)
+    assert normalized.min() == pytest.approx((entry["percentile_00_5"] - entry["mean"]) / entry["std"])  # air clipped
+    assert float(normalized[torch.from_numpy(label) == 1].mean()) == pytest.approx(0.0, abs=0.1)
+
+
+def test_ct_values_mean_the_same_whatever_the_amount_of_air(tmp_path):
+    description = describe_dataset(str(write_ct_dataset(tmp_path / "CT")))
+    plan = normalization_plan(description.channel_names, description.training)
+    bone = torch.from_numpy(ct_case(2, 0)[1] == 1)
+    little_air, much_air = torch.from_numpy(ct_case(2, 0)[0]), torch.from_numpy(ct_case(12, 0)[0])
+    ct = NormalizeChannelsd(keys="image", plan=plan)
+    same = [ct({"image": v[None]})["image"][0][bone] for v in (little_air, much_air)]
+    assert torch.allclose(same[0], same[1])  # one scale for every volume
+    per_volume = [NormalizeChannelsd(keys="image")({"image": v[None]})["image"][0][bone] for v in (little_air, much_air)]
+    assert not torch.allclose(per_volume[0], per_volume[1], atol=0.1)  # what a per-volume z-score would do
+
+
+def test_other_schemes():
+    channel = torch.tensor([[0.0, 2.0], [4.0, 6.0]])
+    assert torch.equal(normalize(channel, {"scheme": "noNorm"}), channel)
+    assert torch.allclose(normalize(channel, {"scheme": "rescale_to_0_1"}), channel / 6)
+    body = normalize(channel, {"scheme": "zscore"})
+    assert body[0, 0] == 0 and torch.allclose(body[channel != 0].mean(), torch.tensor(0.0), atol=1e-6)
+    assert [e["scheme"] for e in normalization_plan(["CT", "T2", "noNorm", "rescale_to_0_1"], [])][1:] == [
+        "zscore", "noNorm", "rescale_to_0_1"]
+
+
+def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
+    from segnet.checkpoint_loading import load_module
+    from segnet.prediction import PredictionWriter, Predictor
+
+    root = write_ct_dataset(tmp_path / "CT")
+    run = tmp_path / "run"
+    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=1",
+                          "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
+                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    plan = json.loads((run / "plan.json").read_text())["normalization"]
+    assert plan[0]["scheme"] == "ct"
+    module = load_module(run / "checkpoints" / "last.ckpt", backend="cpp")
+    assert module.hparams.data["normalization"] == plan
+    writer = PredictionWriter(Predictor([module]), tmp_path / "out")
+    normalizing = [t for t in writer.load.transforms if isinstance(t, NormalizeChannelsd)]
+    assert normalizing[0].plan == plan  # prediction normalizes as training did
