@@ -78,7 +78,7 @@ class LastCheckpoint(L.Callback):
     def _save(self, trainer: L.Trainer) -> None:
         if trainer.fast_dev_run or trainer.sanity_checking:
             return
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)  # the whole state: resumable
         self._saved_step = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
