@@ -49,11 +49,8 @@ class StepTimer(L.Callback):
     def summary(self) -> dict[str, float]:
         steps = self.step_ms[self.skip :] or self.step_ms
         samples = self.samples[self.skip :] or self.samples
-        if not steps:
-            return {"step_time_ms_median": float("nan"), "samples_per_s": float("nan"),
-                    "validation_seconds": self.validation_seconds}
         return {
-            "step_time_ms_median": statistics.median(steps),
-            "samples_per_s": sum(samples) / (sum(steps) / 1e3),
+            "step_time_ms_median": statistics.median(steps) if steps else float("nan"),
+            "samples_per_s": sum(samples) / (sum(steps) / 1e3) if steps else float("nan"),
             "validation_seconds": self.validation_seconds,
         }

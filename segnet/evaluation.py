@@ -2,8 +2,8 @@
 
 Each case is predicted by segnet.prediction (loaded as in training, predicted whole: slice by
 slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA; mapped back to the
-image's own geometry and written as a NIfTI with the image's affine), and scored against the label file as stored, per
-class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
+image's own geometry and written as a NIfTI with the image's affine), and scored against the
+label file as stored, per class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
 HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
 (segnet.metrics).
 """

@@ -58,11 +58,11 @@ def _slice_by_slice(net: Network, volume: torch.Tensor, slice_batch: int) -> tor
 
 
 def predict_with_flips(
-    predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int] | None = None
+    predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int]
 ) -> torch.Tensor:
-    """Test-time augmentation: mean softmax over the identity and a flip of each of `axes`
-    (default every spatial axis of the image)."""
-    axes = list(range(2, image.dim())) if axes is None else list(axes)
+    """Test-time augmentation: mean softmax over the identity and a flip of each of `axes` (the
+    model's spatial axes of the batch)."""
+    axes = list(axes)
     probabilities = predict(image).softmax(1)
     for axis in axes:
         probabilities += predict(image.flip(axis)).softmax(1).flip(axis)

@@ -2,7 +2,8 @@
 
 One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged), flip
 test-time augmentation over the model's own spatial axes, under the autocast the model trained
-with. Each image is loaded as in training (RAS, per-volume normalization), predicted whole, and
+with. Each image is loaded as in training (RAS, the normalization plan stored in the
+checkpoint), predicted whole, and
 mapped back to its own voxel grid and affine by inverting the loading transforms: the label map
 (uint8 NIfTI with the image's affine) and, on request, the class probabilities (.npz).
 """
@@ -40,10 +41,11 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
     files, one case each."""
     if not source.exists():
         raise ConfigError(f"input={source} does not exist; point it at a folder of images or one image file")
-    files = [source] if source.is_file() else sorted(p for p in source.iterdir() if _stem(p) is not None)
+    files = [source] if source.is_file() else sorted(source.iterdir())
     if source.is_file() and in_channels > 1:  # the case's other channels lie beside it
         match = CHANNEL_FILE.match(_stem(source) or "")
         files = sorted(p for p in source.parent.iterdir() if match and (_stem(p) or "").startswith(match["case"] + "_"))
+    files = [p for p in files if _stem(p) is not None]
     if not files:
         raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")
     channels: dict[str, dict[int, Path]] = {}
@@ -71,7 +73,10 @@ class Predictor:
             other = module.hparams.data
             for key in ("class_names", "in_channels", "spatial_dims", "normalization"):
                 if other.get(key) != first.get(key):
-                    raise ConfigError(f"the checkpoints of an ensemble must agree on data.{key}: {first[key]} vs {other[key]}")
+                    raise ConfigError(
+                        f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs {other.get(key)}; "
+                        "ensemble models trained on the same dataset and plan"
+                    )
         self.modules = [m.eval() for m in modules]
         self.tta = tta
         self.class_names = list(first["class_names"])

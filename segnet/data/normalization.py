@@ -47,9 +47,10 @@ def foreground_statistics(cases: Sequence[Case], channel: int, seed: int = 1234)
         if case.label is None:
             continue
         image = np.asarray(load(case.images[channel] if len(case.images) > 1 else case.images[0]))
-        if len(case.images) == 1 and image.ndim == np.asarray(load(case.label)).ndim + 1:
+        label = np.asarray(load(case.label))
+        if len(case.images) == 1 and image.ndim == label.ndim + 1:
             image = image[..., channel]  # one file holding every channel, channels last
-        foreground = image[np.asarray(load(case.label)) > 0]
+        foreground = image[label > 0]
         if foreground.size:
             samples.append(rng.choice(foreground, size=min(SAMPLES_PER_CASE, foreground.size), replace=False))
     values = np.concatenate(samples) if samples else np.zeros(1)
