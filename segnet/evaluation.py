@@ -25,7 +25,9 @@ from .data.dataset_json import Case, DatasetDescription
 from .data.splits import choose_split, read_split
 from .errors import ConfigError
 from .lightning_module import SegmentationModule
-from .metrics import diagonal_mm, dice_per_class, hd95_per_class, nanmean, nsd_per_class, overlap_counts
+from .metrics import (
+    diagonal_mm, dice_per_class, drop_ignored, hd95_per_class, nanmean, nsd_per_class, overlap_counts,
+)
 from .prediction import PredictionWriter, Predictor
 
 SPLITS = ("validation", "test", "all")
@@ -72,12 +74,14 @@ METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_re
 
 
 def score_case(
-    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = 1.0
+    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = 1.0,
+    ignore_label: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     label_image = nib.load(label_file)
     reference = np.asarray(label_image.dataobj).astype(np.int64)
     if reference.shape != prediction.shape:
         raise ConfigError(f"{label_file} has shape {reference.shape} but its image {prediction.shape}")
+    prediction, reference, scored = drop_ignored(prediction.astype(np.int64), reference, ignore_label)
     spacing = [float(s) for s in label_image.header.get_zooms()[: reference.ndim]]
     voxel_mm3 = float(np.prod(spacing))
     pred_t, ref_t = torch.from_numpy(prediction.astype(np.int64)), torch.from_numpy(reference)
@@ -86,7 +90,7 @@ def score_case(
     nsd = nsd_per_class(pred_t, ref_t, len(class_names), nsd_tolerance_mm, spacing)
     metrics = {}
     for c in range(1, len(class_names)):
-        counts = overlap_counts(prediction, reference, c)
+        counts = overlap_counts(prediction, reference, c, scored)
         metrics[str(c)] = {
             "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "NSD": nsd[c - 1], **counts,
             "volume_pred_mm3": counts["n_pred"] * voxel_mm3, "volume_ref_mm3": counts["n_ref"] * voxel_mm3,
@@ -105,7 +109,8 @@ class Evaluator(PredictionWriter):
 
     def run_case(self, case: Case) -> CaseResult:
         prediction = super().run_case(case)
-        metrics = score_case(prediction.label_map, case.label, self.class_names, self.nsd_tolerance_mm) if case.label else None
+        metrics = score_case(prediction.label_map, case.label, self.class_names, self.nsd_tolerance_mm,
+                             self.predictor.ignore_label) if case.label else None
         return CaseResult(case, prediction.file, metrics)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:

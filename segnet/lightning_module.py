@@ -1,4 +1,4 @@
-"""The LightningModule: DiceCE loss, AdamW with warm-up and cosine decay, per-class validation
+"""The LightningModule: Dice + cross-entropy loss (segnet.loss), AdamW with warm-up and cosine decay, per-class validation
 Dice (segnet.metrics), whole-image validation inference (segnet.inference), TensorBoard images.
 
 Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
@@ -14,12 +14,12 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from monai.data import MetaTensor
-from monai.losses import DiceCELoss
 
 import ops
 
 from .inference import predict_logits
-from .metrics import dice_per_class, mean_per_class, nanmean
+from .loss import SegmentationLoss
+from .metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
 from .network import EdgeUNet
 from .visualize import validation_panel
 
@@ -80,7 +80,8 @@ class SegmentationModule(L.LightningModule):
         if compile:
             # In place: parameter names, and so checkpoints, stay as without it.
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
-        self.loss = DiceCELoss(to_onehot_y=True, softmax=True)
+        self.ignore_label: int | None = data.get("ignore_label")
+        self.loss = SegmentationLoss(self.ignore_label)
         self.class_names = list(data["class_names"])
         self._val_dice: dict[str, list[float]] = {}  # case name -> Dice per class, this rank's cases
         self.schedule_steps: int | None = optim.get("schedule_steps")
@@ -104,6 +105,7 @@ class SegmentationModule(L.LightningModule):
         image, labels = plain(batch["image"]), plain(batch["label"])
         prediction = self.predict_logits(image).argmax(1, keepdim=True)
         for name, pred, label in zip(batch["name"], prediction, labels):
+            pred, label, _ = drop_ignored(pred, label, self.ignore_label)
             self._val_dice[name] = dice_per_class(pred, label, len(self.class_names))
         if batch_idx == 0:
             self._log_panel(image[0], prediction[0], labels[0])

@@ -9,6 +9,7 @@ is none), the penalty given by the caller, in evaluation the image's diagonal in
 voxels of the image are farther apart), so that missing a structure never improves mean HD95.
 NSD is MONAI's normalized surface Dice at a tolerance in mm: the share of both boundaries within
 the tolerance of the other (NaN in neither, 0 on one side only).
+Voxels of the ignore label are background on both sides for every metric, and not counted as TN.
 """
 
 from __future__ import annotations
@@ -68,11 +69,21 @@ def nsd_per_class(
     return [float(v) for v in scores.tolist()]
 
 
-def overlap_counts(prediction: np.ndarray, reference: np.ndarray, c: int) -> dict[str, float]:
-    """nnU-Net's counts for class c, and IoU (NaN when the class is in neither)."""
+def drop_ignored(prediction, reference, ignore_label: int | None):
+    """Both label maps with the reference's ignored voxels set to background in each, so that no
+    class is scored there (nnU-Net's ignore label), and how many voxels are scored."""
+    if ignore_label is None:
+        return prediction, reference, reference.size if isinstance(reference, np.ndarray) else reference.numel()
+    known = reference != ignore_label
+    return prediction * known, reference * known, int(known.sum())
+
+
+def overlap_counts(prediction: np.ndarray, reference: np.ndarray, c: int, scored: int | None = None) -> dict[str, float]:
+    """nnU-Net's counts for class c, and IoU (NaN when the class is in neither); TN over the
+    `scored` voxels (all by default; those not ignored)."""
     pred, ref = prediction == c, reference == c
     tp, fp, fn = int((pred & ref).sum()), int((pred & ~ref).sum()), int((~pred & ref).sum())
-    tn = int(pred.size - tp - fp - fn)
+    tn = int((pred.size if scored is None else scored) - tp - fp - fn)
     return {"IoU": tp / (tp + fp + fn) if tp + fp + fn else math.nan, "TP": tp, "FP": fp, "FN": fn, "TN": tn,
             "n_pred": tp + fp, "n_ref": tp + fn}
 

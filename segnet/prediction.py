@@ -2,8 +2,8 @@
 
 One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged), flip
 test-time augmentation over the model's own spatial axes, under the autocast the model trained
-with. Each image is loaded as in training (RAS, the normalization plan stored in the
-checkpoint), predicted whole, and
+with. Each image is loaded as in training (the plan stored in the checkpoint: orientation,
+spacing, normalization), predicted whole, and
 mapped back to its own voxel grid and affine by inverting the loading transforms: the label map
 (uint8 NIfTI with the image's affine) and, on request, the class probabilities (.npz).
 """
@@ -71,7 +71,7 @@ class Predictor:
         first = modules[0].hparams.data
         for module in modules[1:]:
             other = module.hparams.data
-            for key in ("class_names", "in_channels", "spatial_dims", "normalization"):
+            for key in ("class_names", "in_channels", "spatial_dims", "normalization", "orientation", "spacing"):
                 if other.get(key) != first.get(key):
                     raise ConfigError(
                         f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs {other.get(key)}; "
@@ -82,7 +82,11 @@ class Predictor:
         self.class_names = list(first["class_names"])
         self.in_channels = int(first["in_channels"])
         self.spatial_dims = int(first["spatial_dims"])
-        self.normalization = first.get("normalization")  # the plan training used (None: per-volume z-score)
+        self.ignore_label = first.get("ignore_label")
+        # Loading as training loaded: the plan's normalization (None: per-volume z-score),
+        # orientation and spacing (None: as stored).
+        self.geometry = {key: first.get(key, default)
+                         for key, default in (("normalization", None), ("orientation", "RAS"), ("spacing", None))}
 
     @torch.no_grad()
     def probabilities(self, image: torch.Tensor) -> torch.Tensor:
@@ -128,8 +132,8 @@ class PredictionWriter:
         self.predictor = predictor
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
-        self.load = eval_transforms(with_label=False, normalization=predictor.normalization)
-        # Back to the image's voxel grid: undo the loading transforms (orientation); labels by
+        self.load = eval_transforms(with_label=False, **predictor.geometry)
+        # Back to the image's voxel grid: undo the loading transforms (spacing, orientation); labels by
         # nearest neighbour, probabilities by interpolation.
         keys = ["pred", "prob"] if save_probabilities else ["pred"]
         self.restore = Invertd(keys=keys, transform=self.load, orig_keys="image", nearest_interp=[True, False][: len(keys)])

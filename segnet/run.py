@@ -28,6 +28,7 @@ from .checkpoint_saving import AtomicCheckpointIO, LastCheckpoint
 from .data.dataset_json import describe_dataset
 from .errors import ConfigError, DatasetError
 from .lightning_module import SegmentationModule
+from .plan_run import plan_for_run
 
 log = logging.getLogger(__name__)
 
@@ -187,14 +188,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
 
+    plan_for_run(cfg, output_dir)  # dataset folders: spacing, orientation, normalization, patch, batch
     datamodule = instantiate_data(cfg.data)
-    if getattr(datamodule, "normalization", None) is not None:
-        cfg.data.normalization = datamodule.normalization  # into the checkpoint: evaluation uses the same
     if getattr(datamodule, "split", None) is not None and int(os.environ.get("LOCAL_RANK", "0")) == 0:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / "splits.json").write_text(json.dumps(datamodule.split.to_json(), indent=2) + "\n")
-        plan = {"normalization": datamodule.normalization}
-        (output_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(

@@ -102,9 +102,10 @@ def test_means_leave_nan_cases_out():
     assert mean_per_class([[1.0, math.nan], [0.5, 0.2]]) == [0.75, pytest.approx(0.2)]
 
 
-def load_as_trained(image: str, label: str) -> torch.Tensor:
-    """The label as the loader presents it next to its image (RAS): an oracle prediction."""
-    return eval_transforms(with_label=True)({"image": image, "label": label})["label"][0]
+def load_as_trained(evaluator: Evaluator, image: str, label: str) -> torch.Tensor:
+    """The label as the model's loader presents it next to its image (the plan's orientation and
+    spacing): an oracle prediction."""
+    return eval_transforms(with_label=True, **evaluator.predictor.geometry)({"image": image, "label": label})["label"][0]
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
     labels = {case.images[0]: case.label for case in description.training}
     current = {}
     monkeypatch.setattr(
-        evaluator, "predict", lambda image: as_probabilities(load_as_trained(current["image"], labels[current["image"]]))
+        evaluator, "predict", lambda image: as_probabilities(load_as_trained(evaluator, current["image"], labels[current["image"]]))
     )
     results = []
     for case in description.training:
@@ -156,7 +157,7 @@ def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path
     nib.save(nib.Nifti1Image(without_shell, label.affine, label.header), str(edited))
     from segnet.data.dataset_json import Case
 
-    monkeypatch.setattr(evaluator, "predict", lambda image: as_probabilities(load_as_trained(case.images[0], str(edited))))
+    monkeypatch.setattr(evaluator, "predict", lambda image: as_probabilities(load_as_trained(evaluator, case.images[0], str(edited))))
     result = evaluator.run_case(Case(case.name, case.images, str(edited)))
     assert result.metrics["1"]["Dice"] == 1.0
     assert math.isnan(result.metrics["2"]["Dice"]) and math.isnan(result.metrics["2"]["HD95"])

@@ -12,6 +12,7 @@ import torch
 from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_nifti
 
 from segnet.data.dataset_json import describe_dataset
+from segnet.data.fingerprint import fingerprint_dataset
 from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize
 from segnet.run import train
 
@@ -39,9 +40,14 @@ def write_ct_dataset(root, modality="CT", cases=((2, 0), (12, 1), (6, 2))):
     return root
 
 
-def test_ct_is_clipped_and_z_scored_with_the_foreground_statistics(tmp_path):
+def ct_plan(tmp_path):
     description = describe_dataset(str(write_ct_dataset(tmp_path / "CT")))
-    (entry,) = normalization_plan(description.channel_names, description.training)
+    fingerprint = fingerprint_dataset(description, description.training)
+    return normalization_plan(description.channel_names, fingerprint["foreground_intensities"])
+
+
+def test_ct_is_clipped_and_z_scored_with_the_foreground_statistics(tmp_path):
+    (entry,) = ct_plan(tmp_path)
     assert entry["scheme"] == "ct"
     assert entry["mean"] == pytest.approx(700, abs=10) and entry["std"] == pytest.approx(40, abs=6)
     assert 550 < entry["percentile_00_5"] < 650 and 750 < entry["percentile_99_5"] < 850  # bone, not air
@@ -52,8 +58,7 @@ def test_ct_is_clipped_and_z_scored_with_the_foreground_statistics(tmp_path):
 
 
 def test_ct_values_mean_the_same_whatever_the_amount_of_air(tmp_path):
-    description = describe_dataset(str(write_ct_dataset(tmp_path / "CT")))
-    plan = normalization_plan(description.channel_names, description.training)
+    plan = ct_plan(tmp_path)
     bone = torch.from_numpy(ct_case(2, 0)[1] == 1)
     little_air, much_air = torch.from_numpy(ct_case(2, 0)[0]), torch.from_numpy(ct_case(12, 0)[0])
     ct = NormalizeChannelsd(keys="image", plan=plan)
@@ -63,13 +68,16 @@ def test_ct_values_mean_the_same_whatever_the_amount_of_air(tmp_path):
     assert not torch.allclose(per_volume[0], per_volume[1], atol=0.1)  # what a per-volume z-score would do
 
 
+STATS = {"mean": 0.0, "std": 1.0, "percentile_00_5": -1.0, "percentile_99_5": 1.0}
+
+
 def test_other_schemes():
     channel = torch.tensor([[0.0, 2.0], [4.0, 6.0]])
     assert torch.equal(normalize(channel, {"scheme": "noNorm"}), channel)
     assert torch.allclose(normalize(channel, {"scheme": "rescale_to_0_1"}), channel / 6)
     body = normalize(channel, {"scheme": "zscore"})
     assert body[0, 0] == 0 and torch.allclose(body[channel != 0].mean(), torch.tensor(0.0), atol=1e-6)
-    assert [e["scheme"] for e in normalization_plan(["CT", "T2", "noNorm", "rescale_to_0_1"], [])][1:] == [
+    assert [e["scheme"] for e in normalization_plan(["CT", "T2", "noNorm", "rescale_to_0_1"], [STATS] * 4)][1:] == [
         "zscore", "noNorm", "rescale_to_0_1"]
 
 
@@ -82,7 +90,7 @@ def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
     train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=1",
                           "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=run))
-    plan = json.loads((run / "plan.json").read_text())["normalization"]
+    plan = json.loads((run / "plans.json").read_text())["normalization"]
     assert plan[0]["scheme"] == "ct"
     module = load_module(run / "checkpoints" / "last.ckpt", backend="cpp")
     assert module.hparams.data["normalization"] == plan

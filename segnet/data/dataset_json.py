@@ -4,6 +4,8 @@ Decathlon: "modality" and "labels" ({"0": "background", ...}), "training" as ima
 optional "validation" and "test" lists. nnU-Net v2: "channel_names", "labels"
 ({"background": 0, ...}), "file_ending"; cases are imagesTr/{case}_0000{ending} (one file per
 channel) with labelsTr/{case}{ending}.
+A label named "ignore" (nnU-Net's convention; the highest value) marks voxels whose class is
+unknown: it is not a class the network predicts, and the loss and every metric leave it out.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ class DatasetDescription:
     root: Path
     layout: str  # "decathlon" or "nnunet"
     channel_names: tuple[str, ...]
-    class_names: tuple[str, ...]  # index = label value, background first
+    class_names: tuple[str, ...]  # index = label value, background first; "ignore" not among them
     training: tuple[Case, ...]
     validation: tuple[Case, ...] | None
     test: tuple[Case, ...] = field(default=())
+    ignore_label: int | None = None  # the label value of "ignore", which is len(class_names)
 
     @property
     def in_channels(self) -> int:
@@ -81,7 +84,20 @@ def _class_names_nnunet(labels: dict, json_path: Path) -> tuple[str, ...]:
 def _contiguous(by_value: dict[int, str], json_path: Path) -> tuple[str, ...]:
     if sorted(by_value) != list(range(len(by_value))) or len(by_value) < 2:
         raise _fail(json_path, f'"labels" must number classes 0..K-1 with K >= 2, got values {sorted(by_value)}')
-    return tuple(by_value[v] for v in range(len(by_value)))
+    names = tuple(by_value[v] for v in range(len(by_value)))
+    if "ignore" in names[:-1]:
+        raise _fail(json_path, f'the "ignore" label must have the highest value ({len(names) - 1}), '
+                               f'not {names.index("ignore")}')
+    return names
+
+
+def _split_ignore(names: tuple[str, ...]) -> tuple[tuple[str, ...], int | None]:
+    """The classes, and the value of the "ignore" label if there is one."""
+    if names[-1] != "ignore":
+        return names, None
+    if len(names) < 3:
+        raise DatasetError(f'labels {list(names)}: an "ignore" label needs background and at least one class')
+    return names[:-1], len(names) - 1
 
 
 def _decathlon_cases(root: Path, entries: list, json_path: Path, key: str, labelled: bool) -> tuple[Case, ...]:
@@ -133,18 +149,18 @@ def describe_dataset(root: str) -> DatasetDescription:
     if "channel_names" in spec:  # nnU-Net v2
         ending = spec.get("file_ending", ".nii.gz")
         channels = tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
-        class_names = _class_names_nnunet(spec["labels"], json_path)
+        class_names, ignore_label = _split_ignore(_class_names_nnunet(spec["labels"], json_path))
         training = _nnunet_cases(folder, "imagesTr", ending, len(channels), labelled=True)
         if not training:
             raise _fail(json_path, f"describes an nnU-Net dataset but imagesTr has no *_0000{ending} files")
         return DatasetDescription(
             folder, "nnunet", channels, class_names, training, None,
-            _nnunet_cases(folder, "imagesTs", ending, len(channels), labelled=False),
+            _nnunet_cases(folder, "imagesTs", ending, len(channels), labelled=False), ignore_label,
         )
     if "modality" not in spec or "training" not in spec:
         raise _fail(json_path, 'needs "modality" and "training" (Decathlon) or "channel_names" (nnU-Net v2)')
     channels = tuple(str(spec["modality"][k]) for k in sorted(spec["modality"], key=int))
-    class_names = _class_names_decathlon(spec["labels"], json_path)
+    class_names, ignore_label = _split_ignore(_class_names_decathlon(spec["labels"], json_path))
     training = _decathlon_cases(folder, spec["training"], json_path, "training", labelled=True)
     if not training:
         raise _fail(json_path, '"training" lists no cases')
@@ -152,5 +168,5 @@ def describe_dataset(root: str) -> DatasetDescription:
     return DatasetDescription(
         folder, "decathlon", channels, class_names, training,
         _decathlon_cases(folder, validation, json_path, "validation", labelled=True) if validation else None,
-        _decathlon_cases(folder, spec.get("test", []), json_path, "test", labelled=False),
+        _decathlon_cases(folder, spec.get("test", []), json_path, "test", labelled=False), ignore_label,
     )

@@ -10,8 +10,6 @@ from torch.utils.data import RandomSampler
 
 from ..errors import ConfigError
 from .dataset_json import Case, describe_dataset
-from .integrity import verify_dataset
-from .normalization import normalization_plan
 from .splits import choose_split
 from .transforms import eval_transforms, train_transforms
 
@@ -32,7 +30,8 @@ class DecathlonDataModule(L.LightningDataModule):
         self, root: str, spatial_dims: int = 3, patch_size: Sequence[int] = (96, 96, 96), fold: int | str = 0,
         num_folds: int = 5, split_seed: int = 12345, samples_per_volume: int = 2, batch_size: int = 2,
         cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250,
-        normalization: Sequence[dict] | None = None, **_: object,
+        normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
+        **_: object,
     ):
         super().__init__()
         self.description = describe_dataset(str(root))
@@ -47,20 +46,19 @@ class DecathlonDataModule(L.LightningDataModule):
         self.steps_per_epoch = steps_per_epoch
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
-        # By modality; CT channels need the training cases' foreground statistics (read once, here).
-        self.normalization = list(normalization or normalization_plan(self.description.channel_names, self.train_cases))
+        # The dataset's plan (segnet.plan_run, checked for integrity there, once for all ranks).
+        self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing}
 
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and not hasattr(self, "train_set"):
-            verify_dataset(self.description, [*self.description.training, *(self.description.validation or ())])
             self.train_set = CacheDataset(
                 case_dicts(self.train_cases),
-                train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, self.normalization),
+                train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, **self.geometry),
                 cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
             )
         if not hasattr(self, "val_set"):
             self.val_set = CacheDataset(
-                case_dicts(self.val_cases), eval_transforms(True, self.normalization), cache_rate=self.cache_rate,
+                case_dicts(self.val_cases), eval_transforms(True, **self.geometry), cache_rate=self.cache_rate,
                 num_workers=self.num_workers or None, progress=False,
             )
 

@@ -3,9 +3,9 @@
 Every case is read as training will read it (MONAI's loader, so any format the training reads),
 and every problem is collected before stopping: a file that cannot be read, channels or label of
 one case on different grids (shape, or affine beyond `AFFINE_TOLERANCE`), NaN or infinite
-intensities, label values that are not classes of dataset.json (a stray 9, a 0.5 from
-interpolation would otherwise train silently, or fail far from their cause in the loss's
-one-hot), and case names listed twice. The DatasetError names every offending case and what
+intensities, label values that are not classes of dataset.json nor its ignore label (a stray 9,
+a 0.5 from interpolation would otherwise train silently, or fail far from their cause in the
+loss's one-hot), and case names listed twice. The DatasetError names every offending case and what
 is wrong with it.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from monai.transforms import LoadImage
@@ -28,15 +29,23 @@ def _values(array: np.ndarray, limit: int = 8) -> str:
     return shown + (f" and {len(array) - limit} more" if len(array) > limit else "")
 
 
-def case_problems(case: Case, class_names: Sequence[str], load: LoadImage) -> list[str]:
-    files = [*case.images, *([case.label] if case.label else [])]
+def read_case(case: Case, load: LoadImage) -> dict[str, Any] | str:
+    """Every file of a case as the loader reads it, by path, or why one cannot be read."""
     loaded = {}
-    for path in files:
+    for path in [*case.images, *([case.label] if case.label else [])]:
         try:
             loaded[path] = load(path)
         except Exception as error:  # any reader's failure: report it with the others
-            return [f"{path}: cannot be read ({type(error).__name__}: {str(error).splitlines()[0][:200]})"]
+            return f"{path}: cannot be read ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+    return loaded
+
+
+def case_problems(
+    case: Case, loaded: dict[str, Any], class_names: Sequence[str], ignore_label: int | None = None
+) -> list[str]:
+    """What is wrong with one case's files (as read_case returned them)."""
     problems = []
+    files = list(loaded)
     first = case.images[0]
     reference_shape = tuple(loaded[first].shape)
     reference_affine = np.asarray(loaded[first].affine)
@@ -51,21 +60,30 @@ def case_problems(case: Case, class_names: Sequence[str], load: LoadImage) -> li
             problems.append(f"{path}: NaN or infinite intensities")
     if case.label:
         values = np.unique(np.asarray(loaded[case.label]))
-        bad = values[(values != np.round(values)) | (values < 0) | (values >= len(class_names))]
+        allowed = (values >= 0) & (values < len(class_names)) | (values == ignore_label)
+        bad = values[(values != np.round(values)) | ~allowed]
         if bad.size:
             legend = ", ".join(f"{i} {name}" for i, name in enumerate(class_names))
+            if ignore_label is not None:
+                legend += f", {ignore_label} ignore"
             problems.append(f"{case.label}: label values {_values(bad)} are not classes of dataset.json ({legend})")
-    return [f"case {case.name}: {p}" for p in problems]
+    return problems
 
 
-def verify_dataset(description: DatasetDescription, cases: Sequence[Case]) -> None:
-    """Raises a DatasetError listing every problem of these cases (a dataset's labelled ones,
-    as dataset.json lists them), or returns."""
+def verify_dataset(description: DatasetDescription, cases: Sequence[Case], inspect=None) -> None:
+    """Reads every case once and raises a DatasetError listing every problem of these cases (a
+    dataset's labelled ones, as dataset.json lists them); `inspect(case, loaded)` sees each
+    sound case's files in the same pass (the fingerprint)."""
     load = LoadImage(image_only=True)
     problems = [f"case {name} is listed {count} times" for name, count in Counter(c.name for c in cases).items()
                 if count > 1]
     for case in cases:
-        problems += case_problems(case, description.class_names, load)
+        loaded = read_case(case, load)
+        found = [loaded] if isinstance(loaded, str) else case_problems(
+            case, loaded, description.class_names, description.ignore_label)
+        problems += [f"case {case.name}: {p}" for p in found]
+        if not found and inspect is not None:
+            inspect(case, loaded)
     if problems:
         raise DatasetError(
             f"{description.root} has {len(problems)} problem(s); training does not start on a broken dataset:\n  - "

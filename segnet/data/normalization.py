@@ -8,9 +8,8 @@
 - "rescale_to_0_1": each volume scaled to [0, 1] by its minimum and maximum.
 - anything else (MRI, T1, T2, FLAIR, ...): z-scored per volume over the body, its non-zero
   voxels, since MRI intensities have no absolute scale.
-The plan (one entry per channel) is computed from the training cases before training, stored in
-the checkpoint, and used as is by evaluation and prediction; `data.normalization` passes a plan
-back in.
+The plan (one entry per channel) is part of the dataset's plan (segnet.data.planning), stored in
+the checkpoint, and used as is by evaluation and prediction.
 """
 
 from __future__ import annotations
@@ -18,14 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from monai.config import KeysCollection
-from monai.transforms import LoadImage, MapTransform, NormalizeIntensity, ScaleIntensity
-
-from .dataset_json import Case
-
-SAMPLES_PER_CASE = 10_000  # foreground voxels drawn per case and channel, as nnU-Net's fingerprint
+from monai.transforms import MapTransform, NormalizeIntensity, ScaleIntensity
 
 
 def scheme_of(channel_name: str) -> str:
@@ -37,33 +31,14 @@ def scheme_of(channel_name: str) -> str:
     return "zscore"
 
 
-def foreground_statistics(cases: Sequence[Case], channel: int, seed: int = 1234) -> dict[str, float]:
-    """Mean, std and 0.5 / 99.5 percentiles of a channel's intensities under the labels (label > 0),
-    from up to SAMPLES_PER_CASE voxels of every labelled case."""
-    load = LoadImage(image_only=True)
-    rng = np.random.default_rng(seed)
-    samples = []
-    for case in cases:
-        if case.label is None:
-            continue
-        image = np.asarray(load(case.images[channel] if len(case.images) > 1 else case.images[0]))
-        label = np.asarray(load(case.label))
-        if len(case.images) == 1 and image.ndim == label.ndim + 1:
-            image = image[..., channel]  # one file holding every channel, channels last
-        foreground = image[label > 0]
-        if foreground.size:
-            samples.append(rng.choice(foreground, size=min(SAMPLES_PER_CASE, foreground.size), replace=False))
-    values = np.concatenate(samples) if samples else np.zeros(1)
-    return {"mean": float(values.mean()), "std": float(values.std()),
-            "percentile_00_5": float(np.percentile(values, 0.5)), "percentile_99_5": float(np.percentile(values, 99.5))}
-
-
-def normalization_plan(channel_names: Sequence[str], cases: Sequence[Case]) -> list[dict[str, Any]]:
+def normalization_plan(channel_names: Sequence[str], foreground: Sequence[dict[str, float]]) -> list[dict[str, Any]]:
+    """One entry per channel: its scheme, and for CT the dataset's foreground statistics (the
+    fingerprint's foreground_intensities, segnet.data.fingerprint)."""
     plan = []
     for channel, name in enumerate(channel_names):
         entry: dict[str, Any] = {"channel": name, "scheme": scheme_of(name)}
         if entry["scheme"] == "ct":
-            entry.update(foreground_statistics(cases, channel))
+            entry.update({k: foreground[channel][k] for k in ("mean", "std", "percentile_00_5", "percentile_99_5")})
         plan.append(entry)
     return plan
 

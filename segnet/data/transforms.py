@@ -1,6 +1,8 @@
 """MONAI transform chains for real scans.
 
-Loading puts every volume in RAS orientation, channel first. Intensities are normalized by
+Loading puts every volume in the plan's orientation (RAS, the slicing axis last), channel first,
+and resamples it to the plan's spacing (images linearly, labels by nearest neighbour; prediction
+inverts both). Intensities are normalized by
 modality (segnet.data.normalization): CT with the dataset's foreground statistics, MRI and the
 rest per volume and channel over the non-zero (body) voxels, which removes most of the
 scanner-to-scanner differences in scale and offset. Training crops are foreground-aware (2 of 3 centred on a
@@ -22,25 +24,33 @@ from .normalization import NormalizeChannelsd
 KEYS = ("image", "label")
 
 
-def load_transforms(with_label: bool, normalization: Sequence[dict] | None = None) -> list:
+def load_transforms(
+    with_label: bool, normalization: Sequence[dict] | None = None, orientation: str = "RAS",
+    spacing: Sequence[float] | None = None,
+) -> list:
     keys = list(KEYS) if with_label else ["image"]
     steps = [
         T.LoadImaged(keys=keys, image_only=True),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
-        T.Orientationd(keys=keys, axcodes="RAS"),
-        NormalizeChannelsd(keys="image", plan=normalization),  # by modality (segnet.data.normalization)
-        T.EnsureTyped(keys="image", dtype="float32"),
+        T.Orientationd(keys=keys, axcodes=orientation, labels=None),
+        # by modality (segnet.data.normalization), on the stored voxels as nnU-Net does, before
+        # resampling can blur the body's edge into the background
+        NormalizeChannelsd(keys="image", plan=normalization),
     ]
+    if spacing is not None:  # a spacing of 0 keeps the image's own along that axis (2D plans)
+        steps.append(T.Spacingd(keys=keys, pixdim=list(spacing), mode=["bilinear", "nearest"][: len(keys)],
+                                padding_mode="border"))
+    steps.append(T.EnsureTyped(keys="image", dtype="float32"))
     if with_label:
         steps.append(T.EnsureTyped(keys="label", dtype="int64"))
     return steps
 
 
 def train_transforms(
-    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, normalization: Sequence[dict] | None = None
+    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, **geometry,
 ) -> T.Compose:
     crop = list(patch_size[:2]) + [1] if spatial_dims == 2 else list(patch_size)
-    steps = load_transforms(with_label=True, normalization=normalization) + [
+    steps = load_transforms(with_label=True, **geometry) + [
         T.SpatialPadd(keys=list(KEYS), spatial_size=crop, mode="constant"),
         # foreground from the label alone (normalized intensities say nothing about it: CT air is
         # as negative as anything)
@@ -72,5 +82,6 @@ def train_transforms(
     return T.Compose(steps)
 
 
-def eval_transforms(with_label: bool, normalization: Sequence[dict] | None = None) -> T.Compose:
-    return T.Compose(load_transforms(with_label, normalization))
+def eval_transforms(with_label: bool, **geometry) -> T.Compose:
+    """Loading as training does; `geometry`: normalization, orientation and spacing of the plan."""
+    return T.Compose(load_transforms(with_label, **geometry))

@@ -1,0 +1,31 @@
+"""The training loss: Dice plus cross-entropy, as nnU-Net and MONAI's DiceCELoss compute it.
+
+With an ignore label (dataset.json's "ignore"), both terms see only the voxels whose class is
+known: the Dice term through MONAI's MaskedDiceLoss, cross-entropy through its ignore_index.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from monai.losses import DiceCELoss, MaskedDiceLoss
+from torch import nn
+
+
+class SegmentationLoss(nn.Module):
+    def __init__(self, ignore_label: int | None = None):
+        super().__init__()
+        self.ignore_label = ignore_label
+        self.dice_ce = DiceCELoss(to_onehot_y=True, softmax=True)
+        self.masked_dice = MaskedDiceLoss(to_onehot_y=True, softmax=True)
+
+    def forward(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        """logits (N, classes, *spatial), label (N, 1, *spatial) integer."""
+        if self.ignore_label is None:
+            return self.dice_ce(logits, label)
+        known = label != self.ignore_label
+        if not known.any():  # a crop of ignored voxels only teaches nothing
+            return logits.sum() * 0.0
+        dice = self.masked_dice(logits, label * known, mask=known)
+        cross_entropy = F.cross_entropy(logits, label[:, 0].long(), ignore_index=self.ignore_label)
+        return dice + cross_entropy

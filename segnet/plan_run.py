@@ -1,0 +1,119 @@
+"""The plan a run trains with, and what scripts/plan.py does.
+
+A run on a dataset folder takes its plan from, in order: `data.plan` (a plans.json that
+scripts/plan.py or an earlier run wrote), the run folder's plans.json (a resumed run, or the
+other ranks of a DDP run, which rank 0 planned before starting them), or a fresh fingerprint
+of the dataset. The fingerprint is also the integrity check, so a broken dataset stops the run
+before anything trains; a plan passed in still gets the check. The plan then fills what the
+configuration leaves open (patch size, batch size) and sets spacing, orientation and
+normalization; it is written to the run folder and, through data.plan, into the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .data.dataset_json import DatasetDescription, describe_dataset
+from .data.fingerprint import fingerprint_dataset
+from .data.integrity import verify_dataset
+from .data.planning import plan_dataset
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+PLANS_FILE = "plans.json"
+
+
+def labelled_cases(description: DatasetDescription) -> list:
+    return [*description.training, *(description.validation or ())]
+
+
+def make_plan(description: DatasetDescription, model: dict[str, Any], memory_budget_gb: float) -> dict[str, Any]:
+    fingerprint = fingerprint_dataset(description, labelled_cases(description))
+    return plan_dataset(description, fingerprint, model, memory_budget_gb)
+
+
+def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"data.plan={path} is not a file; pass a plans.json from scripts/plan.py or a run folder")
+    plan = json.loads(path.read_text())
+    if len(plan.get("normalization", ())) != description.in_channels:
+        raise ConfigError(
+            f"{path} plans {len(plan.get('normalization', ()))} channel(s) but {description.root} has "
+            f"{description.in_channels}: pass the plan of this dataset, or leave data.plan out to plan afresh"
+        )
+    return plan
+
+
+def write_plan(plan: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan, indent=2) + "\n")
+
+
+def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
+    """What the plan decides for this run's data section (values the user set win)."""
+    configuration = plan["configurations"][f"{data.spatial_dims}d"]
+    if data.patch_size is None:
+        data.patch_size = configuration["patch_size"]
+    if data.batch_size is None:  # the plan counts crops per step; the loader, volumes
+        data.batch_size = max(1, math.ceil(configuration["batch_size"] / data.samples_per_volume))
+    data.orientation = plan["orientation"]
+    data.spacing = configuration["spacing"] if data.resample else None
+    if data.normalization is None:
+        data.normalization = plan["normalization"]
+    # Into the checkpoint: everything but the per-case fingerprint, which stays in plans.json.
+    data.plan = {key: value for key, value in plan.items() if key != "fingerprint"}
+
+
+def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
+    """The plan of a run on a dataset folder (None for generated data), applied to cfg.data and
+    written to the run folder."""
+    data = cfg.data
+    if "root" not in data:
+        return None
+    description = describe_dataset(str(data.root))
+    in_run_folder = output_dir / PLANS_FILE
+    given = data.get("plan")
+    if OmegaConf.is_dict(given):  # a configuration that already carries its plan
+        plan = OmegaConf.to_container(given, resolve=True)
+    elif given:
+        plan = read_plan(Path(str(given)), description)
+        verify_dataset(description, labelled_cases(description))
+    elif in_run_folder.is_file():
+        plan = read_plan(in_run_folder, description)
+        log.info("plan: %s (this run's)", in_run_folder)
+    else:
+        log.info("planning %s (fingerprint and integrity check of %d case(s))", data.root,
+                 len(labelled_cases(description)))
+        plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(data.memory_budget_gb))
+    apply_plan(data, plan)
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0 and not in_run_folder.is_file():
+        write_plan(plan, in_run_folder)
+    log.info("plan: %s orientation, spacing %s, patch %s, batch %s volume(s) x %s crop(s)", plan["orientation"],
+             data.spacing if data.spacing is not None else "as stored", list(data.patch_size), data.batch_size,
+             data.samples_per_volume)
+    return plan
+
+
+def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
+    """scripts/plan.py: verify the dataset, and unless verify=true, write its plan."""
+    if OmegaConf.is_missing(cfg.data, "root"):
+        raise ConfigError("data.root is required: python scripts/plan.py data.root=/data/Dataset001_Name")
+    description = describe_dataset(str(cfg.data.root))
+    if cfg.verify:
+        verify_dataset(description, labelled_cases(description))
+        log.info("%s: %d case(s), no problems found", description.root, len(labelled_cases(description)))
+        return None
+    plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb))
+    write_plan(plan, Path(cfg.output))
+    for name, configuration in plan["configurations"].items():
+        log.info("%s: spacing %s, patch %s, batch %d", name, configuration["spacing"], configuration["patch_size"],
+                 configuration["batch_size"])
+    log.info("plan in %s; train with data.plan=%s", cfg.output, cfg.output)
+    return plan
