@@ -1,0 +1,73 @@
+"""Generated scans of one anatomy at any voxel spacing and storage orientation.
+
+A phantom is defined in millimetres of world (RAS) space, an ellipsoid "core" inside a "shell",
+and each case samples it on its own grid: spacing, axis order and flips as a scanner would
+store them (RAS, LPS, permuted axes). The same anatomy then looks different only because of
+its geometry, which is what planning, resampling and prediction must undo. Tests and
+scripts/resampling_study.py write Decathlon folders of them; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+
+FIELD_OF_VIEW_MM = 48.0
+WORLD = "RAS"
+OPPOSITE = {"R": "L", "A": "P", "S": "I", "L": "R", "P": "A", "I": "S"}
+
+
+def affine_for(spacing: Sequence[float], axcodes: str, shape: Sequence[int]) -> np.ndarray:
+    """The affine of a grid whose voxel axis i runs along world direction axcodes[i] with
+    spacing[i] mm, centred on the world origin."""
+    affine = np.eye(4)
+    for axis, code in enumerate(axcodes):
+        world = WORLD.index(code) if code in WORLD else WORLD.index(OPPOSITE[code])
+        sign = 1.0 if code in WORLD else -1.0
+        affine[:3, axis] = 0.0
+        affine[world, axis] = sign * spacing[axis]
+    affine[:3, 3] = -affine[:3, :3] @ ((np.asarray(shape) - 1) / 2)
+    return affine
+
+
+def sample_phantom(
+    spacing: Sequence[float], axcodes: str = "RAS", radii_mm: Sequence[float] = (12.0, 9.0, 7.0), seed: int = 0,
+    offset_mm: Sequence[float] = (0.0, 0.0, 0.0), noise: float = 8.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(image float32, label uint8, affine) of the phantom on a grid of this spacing and axis
+    order covering FIELD_OF_VIEW_MM: label 1 inside the ellipsoid, 2 in a 3 mm shell around it."""
+    shape = [int(round(FIELD_OF_VIEW_MM / s)) for s in spacing]
+    affine = affine_for(spacing, axcodes, shape)
+    voxels = np.stack(np.meshgrid(*[np.arange(n) for n in shape], indexing="ij"), -1).reshape(-1, 3)
+    world = voxels @ affine[:3, :3].T + affine[:3, 3] - np.asarray(offset_mm)
+    radius = np.sqrt(((world / np.asarray(radii_mm)) ** 2).sum(-1)).reshape(shape)  # 1 on the surface
+    label = np.zeros(shape, np.uint8)
+    label[radius <= 1 + 3.0 / min(radii_mm)] = 2
+    label[radius <= 1] = 1
+    rng = np.random.default_rng(seed)
+    image = 100 + 80 * (label == 1) + 40 * (label == 2) + rng.normal(0, noise, shape)
+    return image.astype(np.float32), label, affine
+
+
+def write_phantom_dataset(
+    root: Path, grids: Sequence[tuple[Sequence[float], str]], first_seed: int = 0
+) -> Path:
+    """A Decathlon folder with one case per (spacing, axcodes) grid; the anatomy varies a little
+    from case to case (size and position), as patients do."""
+    training = []
+    for i, (spacing, axcodes) in enumerate(grids):
+        rng = np.random.default_rng(first_seed + i)
+        radii = rng.uniform(0.85, 1.15) * np.array([12.0, 9.0, 7.0])
+        image, label, affine = sample_phantom(spacing, axcodes, radii, first_seed + i, rng.uniform(-4, 4, 3))
+        for folder, array in (("imagesTr", image), ("labelsTr", label)):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            nib.save(nib.Nifti1Image(array, affine), str(root / folder / f"phantom_{i:03d}.nii.gz"))
+        training.append({"image": f"./imagesTr/phantom_{i:03d}.nii.gz", "label": f"./labelsTr/phantom_{i:03d}.nii.gz"})
+    spec = {"name": "Phantom", "modality": {"0": "MRI"}, "labels": {"0": "background", "1": "core", "2": "shell"},
+            "numTraining": len(training), "training": training}
+    (root / "dataset.json").write_text(json.dumps(spec, indent=2))
+    return root

@@ -1,0 +1,83 @@
+"""nnU-Net's ignore label: not a class, left out of the loss and of every metric."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon
+
+from segnet.data.dataset_json import describe_dataset
+from segnet.errors import DatasetError
+from segnet.evaluation import score_case
+from segnet.loss import SegmentationLoss
+from segnet.run import train
+
+
+def with_ignore(root, value=3):
+    """The tiny dataset with "ignore" as label 3, painted over the first rows of every label."""
+    spec = json.loads((root / "dataset.json").read_text())
+    spec["labels"][str(value)] = "ignore"
+    (root / "dataset.json").write_text(json.dumps(spec))
+    for path in (root / "labelsTr").iterdir():
+        image = nib.load(path)
+        label = np.asarray(image.dataobj).copy()
+        label[:, :6] = value  # half of the shell is unknown
+        nib.save(nib.Nifti1Image(label, image.affine), str(path))
+    return root
+
+
+def test_ignore_is_read_from_dataset_json_and_is_not_a_class(tmp_path):
+    description = describe_dataset(str(with_ignore(write_decathlon(tmp_path / "Task", cases=2))))
+    assert description.class_names == ("background", "core", "shell") and description.ignore_label == 3
+    assert description.num_classes == 3
+    spec = json.loads((tmp_path / "Task" / "dataset.json").read_text())
+    spec["labels"] = {"0": "background", "1": "ignore", "2": "core"}
+    (tmp_path / "Task" / "dataset.json").write_text(json.dumps(spec))
+    describe_dataset.cache_clear()
+    with pytest.raises(DatasetError, match='"ignore" label must have the highest value'):
+        describe_dataset(str(tmp_path / "Task"))
+
+
+def test_loss_sees_only_known_voxels():
+    torch.manual_seed(0)
+    label = torch.randint(0, 3, (2, 1, 8, 8))
+    label[:, :, :3] = 3
+    logits = torch.randn(2, 3, 8, 8, requires_grad=True)
+    loss = SegmentationLoss(ignore_label=3)(logits, label)
+    (grad,) = torch.autograd.grad(loss, logits)
+    ignored = (label == 3).expand_as(grad)
+    assert grad[ignored].abs().max() == 0 and grad[~ignored].abs().max() > 0
+    other = logits.detach().clone()
+    other[ignored] = torch.randn(int(ignored.sum())) * 10  # anything there changes nothing
+    assert SegmentationLoss(ignore_label=3)(other, label) == pytest.approx(loss.item(), rel=1e-6)
+    assert SegmentationLoss(ignore_label=3)(logits, torch.full_like(label, 3)).item() == 0.0
+
+
+def test_metrics_leave_ignored_voxels_out(tmp_path):
+    reference = np.zeros((10, 10, 4), np.uint8)
+    reference[2:6, 2:6] = 1
+    reference[:, 8:] = 3  # ignored
+    path = tmp_path / "ref.nii.gz"
+    nib.save(nib.Nifti1Image(reference, np.eye(4)), str(path))
+    prediction = np.where(reference == 3, 0, reference)
+    wild = prediction.copy()
+    wild[:, 8:] = 1  # predicting a class where the reference is unknown is no error
+    clean = score_case(prediction, str(path), ["background", "core"], ignore_label=3)["1"]
+    scored = score_case(wild, str(path), ["background", "core"], ignore_label=3)["1"]
+    assert clean == scored and scored["Dice"] == 1.0 and scored["FP"] == 0 and scored["HD95"] == 0.0
+    assert scored["TN"] == int((reference == 0).sum())  # the ignored voxels are not true negatives
+
+
+@pytest.mark.slow
+def test_training_with_an_ignore_label(tmp_path):
+    root = with_ignore(write_decathlon(tmp_path / "Task", cases=3))
+    metrics = train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=2",
+                                    "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
+                                    *TINY_MODEL, *TINY_TRAINER], output_dir=tmp_path / "run"))
+    assert set(metrics["val_dice_per_class"]) == {"core", "shell"}
+    assert not math.isnan(metrics["val_dice_mean"])

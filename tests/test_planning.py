@@ -1,0 +1,193 @@
+"""Fingerprint and plan: target spacing (median, nnU-Net's anisotropic rule), orientation and
+slicing axis, patch and batch size from the memory the network needs, the plan in the run folder
+and the checkpoint, passed back in; resampling there and back, whatever the stored orientation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+from train_helpers import ROOT, TINY_MODEL, TINY_TRAINER, compose_config
+
+from segnet.checkpoint_loading import load_module
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.fingerprint import fingerprint_dataset, ras_geometry
+from segnet.data.phantom import sample_phantom, write_phantom_dataset
+from segnet.data.planning import (
+    BATCH_SHARE, MIN_BATCH, orientation, patch_and_batch, plan_dataset, saved_bytes_per_voxel, target_spacing,
+)
+from segnet.data.transforms import eval_transforms
+from segnet.metrics import dice_per_class
+from segnet.prediction import PredictionWriter, Predictor
+from segnet.run import train
+
+MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm": "instance", "act": "prelu",
+         "dropout": 0.0, "edge": {"placement": ["input", "skips"], "alpha_init": 0.1}}
+# One anatomy, stored as different scanners store it: isotropic RAS, thick-slice LPS, and
+# thick slices along R with permuted axes.
+MIXED_GRIDS = [((1.0, 1.0, 1.0), "RAS"), ((0.75, 0.75, 2.0), "LPS"), ((2.0, 0.75, 0.75), "SAR"),
+               ((0.75, 0.75, 2.0), "RAS"), ((0.75, 2.0, 0.75), "LSA")]
+
+
+def test_stored_orientation_does_not_change_the_fingerprint():
+    # thick slices along S, however the axes are stored
+    for axcodes, spacing in (("RAS", (0.75, 0.75, 2.0)), ("LPS", (0.75, 0.75, 2.0)), ("SAR", (2.0, 0.75, 0.75)),
+                             ("PIL", (0.75, 2.0, 0.75))):
+        image, _, affine = sample_phantom(spacing, axcodes)
+        spacing, shape = ras_geometry(affine, image.shape)
+        assert spacing == pytest.approx([0.75, 0.75, 2.0]) and shape == [64, 64, 24], axcodes
+
+
+def test_target_spacing_is_the_median_unless_strongly_anisotropic():
+    shapes = np.array([[200, 200, 100]] * 5)
+    spacings = np.array([[0.8, 0.8, 1.0], [0.7, 0.7, 1.5], [0.8, 0.8, 2.0], [0.9, 0.9, 2.5], [0.8, 0.8, 3.0]])
+    assert target_spacing(spacings, shapes) == pytest.approx([0.8, 0.8, 2.0])
+    # 5 mm slices, 3.3 mm in a few cases; and few slices: the coarse axis takes the 10th percentile
+    thick = np.array([[0.7, 0.7, 5.0]] * 8 + [[0.7, 0.7, 3.3]] * 2)
+    few = np.array([[512, 512, 40]] * 10)
+    assert target_spacing(thick, few) == pytest.approx([0.7, 0.7, np.percentile(thick[:, 2], 10)])
+    assert np.percentile(thick[:, 2], 10) < 5.0
+    # anisotropic spacing but as many slices as rows: the median stands
+    assert target_spacing(thick, np.array([[100, 100, 100]] * 10)) == pytest.approx([0.7, 0.7, 5.0])
+
+
+def test_the_slicing_axis_is_the_coarsest_and_goes_last():
+    assert orientation(2) == "RAS" and orientation(0) == "ASR" and orientation(1) == "RSA"
+
+
+def test_saved_bytes_scale_with_the_patch_voxels():
+    """The memory model's one assumption: activations grow with voxels (counted, not timed)."""
+    per_voxel = saved_bytes_per_voxel(MODEL, 3, 1, 3)
+    from segnet.network import EdgeUNet
+
+    net = EdgeUNet(3, 1, 3, MODEL["channels"], MODEL["strides"], edge_backend="python")
+    weights = {p.data_ptr() for p in net.parameters()}
+    saved: dict[int, int] = {}
+
+    def count(t):
+        if t.data_ptr() not in weights:
+            saved[t.data_ptr()] = t.numel() * t.element_size()
+        return t
+
+    x = torch.zeros(1, 1, 24, 16, 20, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+        net(x)
+    assert sum(saved.values()) / x.numel() == pytest.approx(per_voxel, rel=0.1)
+    assert per_voxel > 4 * sum(MODEL["channels"][:1])  # at least the top level's feature maps
+
+
+def test_patch_and_batch_fit_the_budget():
+    per_voxel, stride = 1000.0, 8
+    patch, batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], stride, per_voxel, 16 * 2**30, 1e12)
+    assert all(p % stride == 0 for p in patch) and patch == [152, 136, 64]  # the median shape fits
+    assert batch * np.prod(patch) * per_voxel <= 16 * 2**30 and batch >= MIN_BATCH
+    small, small_batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], stride, per_voxel, 2**30, 1e12)
+    assert np.prod(small) * per_voxel * MIN_BATCH <= 2**30 and all(s <= p for s, p in zip(small, patch))
+    # shrinking takes the widest axis in mm first: the field of view stays as round as the steps allow
+    extent_mm = [n * mm for n, mm in zip(small, [0.8, 0.8, 2.5])]
+    assert small == [120, 120, 32] and max(extent_mm) - min(extent_mm) <= stride * 2.5
+    # a tiny dataset: no more than BATCH_SHARE of its voxels per step, but never below MIN_BATCH
+    _, capped = patch_and_batch([32, 32, 32], [1, 1, 1], stride, 10.0, 16 * 2**30, 20 * 32**3)
+    assert capped == max(MIN_BATCH, int(BATCH_SHARE * 20))
+
+
+def test_plan_of_mixed_scanners(tmp_path):
+    root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
+    description = describe_dataset(str(root))
+    fingerprint = fingerprint_dataset(description, description.training)
+    assert [c["spacing"] for c in fingerprint["cases"]][1:3] == [pytest.approx([0.75, 0.75, 2.0])] * 2
+    plan = plan_dataset(description, fingerprint, MODEL, memory_budget_gb=1.0)
+    assert plan["slicing_axis"] == "S" and plan["orientation"] == "RAS"
+    assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # the median per axis
+    assert plan["configurations"]["2d"]["spacing"] == pytest.approx([0.75, 0.75, 0.0])
+    assert plan["configurations"]["3d"]["patch_size"] == [64, 64, 24]  # 48 mm at the target spacing
+    assert len(plan["configurations"]["2d"]["patch_size"]) == 2
+    assert plan["class_voxels"][1] > 0 and plan["normalization"][0]["scheme"] == "zscore"
+
+
+def test_sagittal_thick_slices_slice_along_r(tmp_path):
+    root = write_phantom_dataset(tmp_path / "Sagittal", [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")])
+    description = describe_dataset(str(root))
+    plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+    assert plan["slicing_axis"] == "R" and plan["orientation"] == "ASR"
+    assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # in A, S, R order
+
+
+def test_predictions_return_to_each_stored_geometry(tmp_path):
+    """An oracle that answers with the label as the plan loads it: resampled to 0.75 x 0.75 x 2 mm
+    in RAS and back, each prediction lies on its image's own grid and matches its label."""
+    root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
+    description = describe_dataset(str(root))
+    plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+    geometry = {"orientation": plan["orientation"], "spacing": plan["configurations"]["3d"]["spacing"]}
+
+    class Oracle(PredictionWriter):
+        def predict(self, image):
+            label = eval_transforms(True, **geometry)({"image": self.case.images[0], "label": self.case.label})["label"]
+            return torch.nn.functional.one_hot(label[0].long(), 3).movedim(-1, 0).float()
+
+        def run_case(self, case):
+            self.case = case
+            return super().run_case(case)
+
+    module = type("Stub", (), {"hparams": type("H", (), {"data": {
+        "class_names": ["background", "core", "shell"], "in_channels": 1, "spatial_dims": 3, **geometry}})(),
+        "eval": lambda self: self})()
+    writer = Oracle(Predictor([module]), tmp_path / "out")
+    for case in description.training:
+        prediction = writer.run_case(case)
+        written, stored = nib.load(prediction.file), nib.load(case.label)
+        assert written.shape == stored.shape and np.allclose(written.affine, stored.affine)
+        reference = torch.from_numpy(np.asarray(stored.dataobj).astype(np.int64))
+        dice = dice_per_class(torch.from_numpy(np.asarray(written.dataobj).astype(np.int64)), reference, 3)
+        assert dice[0] > 0.9 and dice[1] > 0.75, (case.name, dice)  # nearest-neighbour there and back
+        if case.name == "phantom_003":  # already on the target grid: exactly itself
+            assert dice == [1.0, 1.0]
+
+
+def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
+    root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
+    common = ["data=decathlon", f"data.root={root}", "data.num_folds=5", "data.steps_per_epoch=1",
+              "data.num_workers=0", "data.memory_budget_gb=0.05", "data.spatial_dims=2", "op=cpp", *TINY_MODEL,
+              *TINY_TRAINER]
+    train(compose_config(common, output_dir=tmp_path / "planned"))
+    plan = json.loads((tmp_path / "planned" / "plans.json").read_text())
+    planned = plan["configurations"]["2d"]
+    assert "fingerprint" in plan and len(plan["fingerprint"]["cases"]) == len(MIXED_GRIDS)
+    data = load_module(tmp_path / "planned" / "checkpoints" / "last.ckpt", backend="cpp").hparams.data
+    assert data["patch_size"] == planned["patch_size"] and data["spacing"] == planned["spacing"]
+    assert data["plan"]["configurations"] == plan["configurations"] and "fingerprint" not in data["plan"]
+
+    plan["configurations"]["2d"]["patch_size"] = [32, 32]  # an edited plan, passed back in
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(plan))
+    train(compose_config([*common, f"data.plan={edited}"], output_dir=tmp_path / "edited_run"))
+    data = load_module(tmp_path / "edited_run" / "checkpoints" / "last.ckpt", backend="cpp").hparams.data
+    assert data["patch_size"] == [32, 32]
+    train(compose_config([*common, "data.patch_size=[16,16]", "data.resample=false"], output_dir=tmp_path / "own"))
+    data = load_module(tmp_path / "own" / "checkpoints" / "last.ckpt", backend="cpp").hparams.data
+    assert data["patch_size"] == [16, 16] and data["spacing"] is None  # the user's values win
+
+
+def test_plan_script_writes_a_plan_and_verify_lists_broken_cases(tmp_path):
+    root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:3])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = [sys.executable, str(ROOT / "scripts" / "plan.py"), f"data.root={root}", f"hydra.run.dir={tmp_path}/h"]
+    done = subprocess.run([*script, f"output={tmp_path / 'plans.json'}"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "plans.json").read_text())["orientation"] == "RAS"
+    label = nib.load(root / "labelsTr" / "phantom_001.nii.gz")
+    broken = np.asarray(label.dataobj).copy()
+    broken[0, 0, 0] = 7
+    nib.save(nib.Nifti1Image(broken, label.affine), str(root / "labelsTr" / "phantom_001.nii.gz"))
+    verified = subprocess.run([*script, "--verify"], capture_output=True, text=True, env=env, timeout=300)
+    assert verified.returncode != 0
+    assert "case phantom_001: " in verified.stderr and "label values 7 are not classes" in verified.stderr
+    assert "Traceback" not in verified.stderr
