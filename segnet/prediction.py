@@ -133,10 +133,11 @@ class PredictionWriter:
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
         self.load = eval_transforms(with_label=False, **predictor.geometry)
-        # Back to the image's voxel grid: undo the loading transforms (spacing, orientation); labels by
-        # nearest neighbour, probabilities by interpolation.
-        keys = ["pred", "prob"] if save_probabilities else ["pred"]
-        self.restore = Invertd(keys=keys, transform=self.load, orig_keys="image", nearest_interp=[True, False][: len(keys)])
+        # Back to the image's voxel grid: undo the loading transforms (spacing, orientation) on
+        # the class probabilities, interpolated linearly, and take the label map there, as
+        # nnU-Net does: resampling a label map by nearest neighbour would make every boundary
+        # of an upsampled prediction a staircase.
+        self.restore = Invertd(keys="prob", transform=self.load, orig_keys="image", nearest_interp=False)
 
     def predict(self, image: torch.Tensor) -> torch.Tensor:
         """Probabilities (classes, *spatial) of one loaded image."""
@@ -146,16 +147,14 @@ class PredictionWriter:
         loaded = self.load({"image": case_dicts([case])[0]["image"]})
         probabilities = self.predict(loaded["image"])
         meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
-        loaded["pred"] = MetaTensor(probabilities.argmax(0, keepdim=True).to(torch.uint8), **meta)
-        if self.save_probabilities:
-            loaded["prob"] = MetaTensor(probabilities, **meta)
-        restored = self.restore(loaded)
-        label_map = np.asarray(restored["pred"][0]).astype(np.uint8)
+        loaded["prob"] = MetaTensor(probabilities, **meta)
+        restored = np.asarray(self.restore(loaded)["prob"], np.float32)
+        label_map = restored.argmax(0).astype(np.uint8)
         first_image = nib.load(case.images[0])
         path = self.output_dir / f"{case.name}.nii.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
         nib.save(label_image_like(label_map, first_image), str(path))
         if self.save_probabilities:
-            np.savez_compressed(self.output_dir / f"{case.name}.npz", probabilities=np.asarray(restored["prob"], np.float32),
+            np.savez_compressed(self.output_dir / f"{case.name}.npz", probabilities=restored,
                                 class_names=np.array(self.predictor.class_names))
         return Prediction(case, label_map, path)

@@ -1,7 +1,8 @@
 """Generated scans of one anatomy at any voxel spacing and storage orientation.
 
 A phantom is defined in millimetres of world (RAS) space, an ellipsoid "core" inside a "shell",
-and each case samples it on its own grid: spacing, axis order and flips as a scanner would
+among small unlabelled spheres as bright as the core (vessels, say: only their size in mm tells
+them apart), and each case samples it on its own grid: spacing, axis order and flips as a scanner would
 store them (RAS, LPS, permuted axes). The same anatomy then looks different only because of
 its geometry, which is what planning, resampling and prediction must undo. Tests and
 scripts/resampling_study.py write Decathlon folders of them; nothing is downloaded.
@@ -17,6 +18,7 @@ import nibabel as nib
 import numpy as np
 
 FIELD_OF_VIEW_MM = 48.0
+DISTRACTOR_RADIUS_MM = 3.0
 WORLD = "RAS"
 OPPOSITE = {"R": "L", "A": "P", "S": "I", "L": "R", "P": "A", "I": "S"}
 
@@ -36,10 +38,11 @@ def affine_for(spacing: Sequence[float], axcodes: str, shape: Sequence[int]) -> 
 
 def sample_phantom(
     spacing: Sequence[float], axcodes: str = "RAS", radii_mm: Sequence[float] = (12.0, 9.0, 7.0), seed: int = 0,
-    offset_mm: Sequence[float] = (0.0, 0.0, 0.0), noise: float = 8.0,
+    offset_mm: Sequence[float] = (0.0, 0.0, 0.0), noise: float = 8.0, distractors: int = 8,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(image float32, label uint8, affine) of the phantom on a grid of this spacing and axis
-    order covering FIELD_OF_VIEW_MM: label 1 inside the ellipsoid, 2 in a 3 mm shell around it."""
+    order covering FIELD_OF_VIEW_MM: label 1 inside the ellipsoid, 2 in a 3 mm shell around it,
+    and `distractors` unlabelled spheres of DISTRACTOR_RADIUS_MM outside both."""
     shape = [int(round(FIELD_OF_VIEW_MM / s)) for s in spacing]
     affine = affine_for(spacing, axcodes, shape)
     voxels = np.stack(np.meshgrid(*[np.arange(n) for n in shape], indexing="ij"), -1).reshape(-1, 3)
@@ -49,7 +52,13 @@ def sample_phantom(
     label[radius <= 1 + 3.0 / min(radii_mm)] = 2
     label[radius <= 1] = 1
     rng = np.random.default_rng(seed)
-    image = 100 + 80 * (label == 1) + 40 * (label == 2) + rng.normal(0, noise, shape)
+    bright = label == 1
+    half = FIELD_OF_VIEW_MM / 2 - DISTRACTOR_RADIUS_MM
+    for centre in rng.uniform(-half, half, (distractors, 3)):
+        if np.all(np.abs(centre) < np.asarray(radii_mm) + 3 + DISTRACTOR_RADIUS_MM):
+            continue  # it would touch the organ
+        bright |= (np.linalg.norm(world - centre, axis=-1) <= DISTRACTOR_RADIUS_MM).reshape(shape) & (label == 0)
+    image = 100 + 80 * bright + 40 * (label == 2) + rng.normal(0, noise, shape)
     return image.astype(np.float32), label, affine
 
 
