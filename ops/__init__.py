@@ -1,6 +1,7 @@
 """The edge-enhancement op (shared/design/edge-op.md) with python, cpp and cuda backends."""
 
 from .functional import BACKENDS, edge_enhance, resolve_backend
+from .functional import load_compiled as load_library
 from .library import OpsBuildError
 from .module import EdgeEnhance
 from .reference import INDUCTOR_OPTIONS, edge_enhance_reference, edge_magnitude
@@ -13,5 +14,6 @@ __all__ = [
     "edge_enhance",
     "edge_enhance_reference",
     "edge_magnitude",
+    "load_library",
     "resolve_backend",
 ]

@@ -1,7 +1,8 @@
 """Building and loading the compiled edge-op libraries.
 
-Two ops-only shared libraries are built just in time with ``torch.utils.cpp_extension.load``
-(ninja) and loaded with ``torch.ops.load_library``:
+Two ops-only shared libraries, loaded with ``torch.ops.load_library``: the ones shipped in the
+installed wheel when they were built for this torch (ops/shipped.py), otherwise built just in
+time with ``torch.utils.cpp_extension.load`` (ninja) into a cache:
 
 - ``segnet_ops_cpu``: the schemas, the CPU kernels and the host emulation of the CUDA kernels;
 - ``segnet_ops_cuda``: the CUDA kernels, built with nvcc, loaded after the CPU library (which
@@ -32,7 +33,11 @@ from pathlib import Path
 
 import torch
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+from .shipped import shipped_library
+
+# The sources: inside the package in a wheel or sdist install, beside it in a checkout.
+_PACKAGED_CSRC = Path(__file__).resolve().parent / "csrc"
+CSRC = _PACKAGED_CSRC if _PACKAGED_CSRC.is_dir() else Path(__file__).resolve().parent.parent / "csrc"
 CPU_SOURCES = ("schema.cpp", "cpu/edge_enhance.cpp", "cpu/emulation.cpp")
 CUDA_SOURCES = ("cuda/edge_enhance.cu",)
 # -fopenmp: at::parallel_for is a header template over OpenMP; without it the loops run serially.
@@ -185,7 +190,7 @@ def _torch_lock_is_os_level() -> bool:
 
 def _build(name: str, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
     cpp_extension = _cpp_extension()
-    build_dir = cache_root() / f"{name}-{_source_hash(flags)}"
+    build_dir = jit_build_dir(name, flags)
     if not (build_dir / f"{name}.so").exists():
         _require_compiler()  # a finished build loads without one
     start = time.perf_counter()
@@ -215,10 +220,49 @@ def cpu_flags() -> tuple[str, ...]:
     return CPU_FLAGS
 
 
+def _load_shipped(kind: str, name: str) -> BuiltLibrary | None:
+    """The wheel's library if it may be loaded here; a refused one is said in one line."""
+    choice = shipped_library(kind)
+    if choice.path is None:
+        if choice.refused:
+            log.warning("segnet: not loading the shipped op library: %s", choice.reason)
+        return None
+    start = time.perf_counter()
+    torch.ops.load_library(str(choice.path))
+    return BuiltLibrary(name, choice.path, time.perf_counter() - start)
+
+
+def jit_build_dir(name: str, flags: tuple[str, ...]) -> Path:
+    return cache_root() / f"{name}-{_source_hash(flags)}"
+
+
+def jit_flags(kind: str) -> tuple[str, ...]:
+    """The flags (and so the cache folder) of a JIT build of the "cpu" or "cuda" library."""
+    if kind == "cpu":
+        return cpu_flags()
+    configure_cuda_environment()
+    return CUDA_FLAGS + (os.environ["TORCH_CUDA_ARCH_LIST"],)
+
+
+def where_from(kind: str) -> tuple[str, Path, str]:
+    """What loading the "cpu" or "cuda" library would load: ("shipped", "JIT cache" or "JIT
+    build", its path, why not the shipped one); OpsBuildError if it cannot be built here."""
+    name = f"segnet_ops_{kind}"
+    choice = shipped_library(kind)
+    if choice.path is not None:
+        return "shipped", choice.path, choice.reason
+    path = jit_build_dir(name, jit_flags(kind)) / f"{name}.so"
+    return ("JIT cache" if path.exists() else "JIT build"), path, choice.reason
+
+
 @functools.cache
 def load_cpu_library() -> BuiltLibrary:
-    """Build (if needed) and load the CPU library; idempotent within a process."""
-    flags = cpu_flags()
+    """Load the CPU library: the shipped one, else the JIT cache's, else a JIT build; idempotent
+    within a process."""
+    shipped = _load_shipped("cpu", "segnet_ops_cpu")
+    if shipped is not None:
+        return shipped
+    flags = jit_flags("cpu")
     return _build(
         "segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), extra_ldflags=["-fopenmp"], with_cuda=False
     )
@@ -227,8 +271,7 @@ def load_cpu_library() -> BuiltLibrary:
 def build_cuda_library() -> BuiltLibrary:
     """Build and load the CUDA library; needs nvcc and a CUDA build of torch, not a GPU."""
     load_cpu_library()  # owns the schemas the CUDA kernels register against
-    configure_cuda_environment()
-    flags = CUDA_FLAGS + (os.environ["TORCH_CUDA_ARCH_LIST"],)
+    flags = jit_flags("cuda")
     return _build(
         "segnet_ops_cuda",
         CUDA_SOURCES,
@@ -241,10 +284,12 @@ def build_cuda_library() -> BuiltLibrary:
 
 @functools.cache
 def load_cuda_library() -> BuiltLibrary:
-    """Build (if needed) and load the CUDA library on a machine with a GPU."""
+    """Load the CUDA library on a machine with a GPU: the shipped one, else the JIT cache's, else
+    a JIT build."""
     if not torch.cuda.is_available():
         raise OpsBuildError(
             "The CUDA backend needs a visible GPU and none is (torch.cuda.is_available() is False): "
             "use op.backend=cpp or op.backend=auto on this machine."
         )
-    return build_cuda_library()
+    load_cpu_library()  # owns the schemas the CUDA kernels register against
+    return _load_shipped("cuda", "segnet_ops_cuda") or build_cuda_library()

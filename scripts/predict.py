@@ -1,6 +1,7 @@
 """Predict label maps for new images with one checkpoint or an ensemble, like nnUNetv2_predict.
 
     python scripts/predict.py ckpt_path=PATH input=DIR_OR_FILE output=DIR [tta=false] [save_probabilities=true]
+    python scripts/predict.py model=PATH.pt2 input=DIR_OR_FILE output=DIR      (scripts/export.py's package)
 
 Writes <output>/<case>.nii.gz (uint8, in each image's own geometry) and, with
 save_probabilities=true, <output>/<case>.npz (probabilities, class_names). conf/predict.yaml
@@ -28,4 +29,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    # model=PATH.pt2 names an exported package; Hydra would take `model` for the config group
+    # conf/model/, so it reaches the configuration as `exported`.
+    sys.argv = ["exported=" + a.removeprefix("model=") if a.startswith("model=") else a for a in sys.argv]
     main()

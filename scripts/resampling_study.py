@@ -4,8 +4,8 @@ evaluated on scans stored at another, with and without resampling.
     python scripts/resampling_study.py [--steps 300] [--out outputs/resampling_study]
 
 Generates (segnet.data.phantom) a training set of 1 mm isotropic RAS scans, and four new cases
-stored twice: on the training grid, and at 0.75 x 0.75 x 2 mm in LPS (the same anatomy, so only
-the geometry differs). Trains the same 2D model twice (data.resample=true, the default, and
+stored three times: on the training grid, at 0.75 x 0.75 x 2 mm in LPS, and as 3 mm sagittal
+slices of 0.5 mm pixels (the same anatomy, so only the geometry differs). Trains the same 2D model twice (data.resample=true, the default, and
 false), evaluates both on both copies with scripts/evaluate.py's code, and prints foreground
 Dice as a Markdown table.
 """
@@ -28,7 +28,11 @@ from segnet.evaluation import Evaluator, summarize  # noqa: E402
 from segnet.run import train  # noqa: E402
 
 TRAIN_GRID = ((1.0, 1.0, 1.0), "RAS")
-EVAL_GRID = ((0.75, 0.75, 2.0), "LPS")
+EVAL_GRIDS = {  # name: (spacing, stored axis order) of the same four new cases
+    "1 mm RAS (the training grid)": ((1.0, 1.0, 1.0), "RAS"),
+    "0.75 x 0.75 x 2 mm LPS": ((0.75, 0.75, 2.0), "LPS"),
+    "0.5 x 0.5 x 3 mm PIL (sagittal)": ((0.5, 0.5, 3.0), "PIL"),
+}
 
 
 def train_and_score(out: Path, train_root: Path, eval_roots: dict[str, Path], resample: bool, steps: int
@@ -58,10 +62,8 @@ def main() -> None:
     args = parser.parse_args()
     register_resolvers()
     train_root = write_phantom_dataset(args.out / "TrainIsotropic", [TRAIN_GRID] * 6)
-    eval_roots = {
-        "1 mm RAS (the training grid)": write_phantom_dataset(args.out / "EvalIsotropic", [TRAIN_GRID] * 4, 100),
-        "0.75 x 0.75 x 2 mm LPS": write_phantom_dataset(args.out / "EvalThickLPS", [EVAL_GRID] * 4, 100),
-    }
+    eval_roots = {name: write_phantom_dataset(args.out / f"Eval{i}", [grid] * 4, first_seed=100)
+                  for i, (name, grid) in enumerate(EVAL_GRIDS.items())}
     rows = {resample: train_and_score(args.out, train_root, eval_roots, resample, args.steps) for resample in (True, False)}
     print(f"\n2D model, {args.steps} steps on 6 cases at 1 mm RAS; foreground Dice of 4 new cases stored as:\n")
     print("| data.resample | " + " | ".join(eval_roots) + " |")

@@ -50,6 +50,12 @@ def predict_logits(
     return net(image)
 
 
+def predict_whole_image(net: Network, image: torch.Tensor, spatial_dims: int, inference: dict) -> torch.Tensor:
+    """predict_logits with a model's `inference` settings (roi_size, sw_batch_size, overlap)."""
+    return predict_logits(net, image, spatial_dims, inference["roi_size"], inference["sw_batch_size"],
+                          inference["overlap"])
+
+
 def _slice_by_slice(net: Network, volume: torch.Tensor, slice_batch: int) -> torch.Tensor:
     n, c, h, w, d = volume.shape
     slices = volume.permute(0, 4, 1, 2, 3).reshape(n * d, c, h, w)

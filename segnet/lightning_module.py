@@ -17,7 +17,7 @@ from monai.data import MetaTensor
 
 import ops
 
-from .inference import predict_logits
+from .inference import predict_whole_image
 from .loss import SegmentationLoss
 from .metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
 from .network import EdgeUNet
@@ -95,11 +95,7 @@ class SegmentationModule(L.LightningModule):
         return loss
 
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
-        inference = self.hparams.inference
-        return predict_logits(
-            self.net, image, self.hparams.data["spatial_dims"], inference["roi_size"], inference["sw_batch_size"],
-            inference["overlap"],
-        )
+        return predict_whole_image(self.net, image, self.hparams.data["spatial_dims"], self.hparams.inference)
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         image, labels = plain(batch["image"]), plain(batch["label"])

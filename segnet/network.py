@@ -14,6 +14,17 @@ from ops import EdgeEnhance
 PLACEMENTS = ("input", "skips")
 
 
+def on_stride_multiples(net, x: torch.Tensor, stride: int) -> torch.Tensor:
+    """net(x) for any spatial size: each axis padded (replicating the border) up to a multiple of
+    `stride`, and the output cropped back."""
+    size = x.shape[2:]
+    pad = [(-s) % stride for s in size]
+    if not any(pad):
+        return net(x)
+    padded = F.pad(x, [p for extra in reversed(pad) for p in (0, extra)], mode="replicate")
+    return net(padded)[(..., *(slice(0, s) for s in size))]
+
+
 class EdgeUNet(nn.Module):
     """U-Net with the constructor of monai.networks.nets.UNet plus edge layers.
 
@@ -76,14 +87,8 @@ class EdgeUNet(nn.Module):
         self.downsampling = int(torch.tensor(list(strides)).prod())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Pad each spatial axis up to a multiple of the total stride so that the decoder's
-        # upsampled maps line up with the skips, then crop the logits back.
-        size = x.shape[2:]
-        pad = [(-s) % self.downsampling for s in size]
-        if any(pad):
-            x = F.pad(x, [p for extra in reversed(pad) for p in (0, extra)], mode="replicate")
-        logits = self._unet(x)
-        return logits[(..., *(slice(0, s) for s in size))] if any(pad) else logits
+        # The decoder's upsampled maps line up with the skips only on multiples of the stride.
+        return on_stride_multiples(self._unet, x, self.downsampling)
 
     def _unet(self, x: torch.Tensor) -> torch.Tensor:
         h = self.stem(self.input_edge(x))

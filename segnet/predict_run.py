@@ -9,24 +9,41 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from .errors import ConfigError
-from .evaluate_run import load_for_inference
+from .evaluate_run import evaluation_device, load_for_inference
+from .exported_model import ExportedModel
 from .prediction import Prediction, PredictionWriter, Predictor, find_cases
 
 log = logging.getLogger(__name__)
 
 
-def predict(cfg: DictConfig) -> list[Prediction]:
-    for key in ("ckpt_path", "input", "output"):
-        if OmegaConf.is_missing(cfg, key):
-            raise ConfigError(f"{key} is required: python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")
-    paths = [Path(p) for p in (cfg.ckpt_path if OmegaConf.is_list(cfg.ckpt_path) else [cfg.ckpt_path])]
+def load_models(cfg: DictConfig) -> list:
+    """The checkpoints (ckpt_path=) or exported packages (model=) to predict with: one, or several
+    for an ensemble."""
+    given = [key for key in ("ckpt_path", "exported") if cfg.get(key) is not None]
+    if len(given) != 1:
+        raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), "
+                          "one of them: python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")
+    key = given[0]
+    paths = [Path(p) for p in (cfg[key] if OmegaConf.is_list(cfg[key]) else [cfg[key]])]
     for path in paths:
         if not path.is_file():
-            raise ConfigError(f"ckpt_path={path} is not a file; point it at a training run's checkpoints/best.ckpt")
-    predictor = Predictor([load_for_inference(p, cfg.device, cfg.op.backend) for p in paths], tta=bool(cfg.tta))
+            raise ConfigError(f"{'model' if key == 'exported' else key}={path} is not a file; point it at a training "
+                              "run's checkpoints/best.ckpt or at scripts/export.py's model.pt2")
+    if key == "exported":
+        device = evaluation_device(cfg.device)
+        return [ExportedModel(path, device) for path in paths]
+    return [load_for_inference(p, cfg.device, cfg.op.backend) for p in paths]
+
+
+def predict(cfg: DictConfig) -> list[Prediction]:
+    for key in ("input", "output"):
+        if OmegaConf.is_missing(cfg, key):
+            raise ConfigError(f"{key} is required: python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")
+    models = load_models(cfg)
+    predictor = Predictor(models, tta=bool(cfg.tta))
     cases = find_cases(Path(cfg.input), predictor.in_channels)
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities))
-    log.info("predicting %d case(s) from %s with %d model(s), tta %s", len(cases), cfg.input, len(paths), cfg.tta)
+    log.info("predicting %d case(s) from %s with %d model(s), tta %s", len(cases), cfg.input, len(models), cfg.tta)
     predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]
     log.info("label maps in %s", cfg.output)
     return predictions

@@ -95,4 +95,5 @@ def test_missing_arguments_are_one_line(tmp_path):
     result = run_script("predict.py", ["input=x", "output=y"], tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: ckpt_path is required: python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")
+        "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of them: "
+        "python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")

@@ -1,0 +1,71 @@
+"""A trained network out of the training code: torch.export, and an AOTInductor package.
+
+The network is exported in float32 for one device, with a dynamic batch and spatial sizes that
+are multiples of its total stride (what its decoder needs; prediction pads to them). The edge op
+stays one graph node, `segnet_ops.edge_enhance`, which its fake kernel makes possible, so
+running the export needs torch and the segnet op library (the `ops` package and its compiled
+library), nothing from segnet/, Hydra, Lightning or MONAI:
+
+    import ops, torch
+    ops.load_library("cpu")                               # or "cuda"
+    net = torch._inductor.aoti_load_package("model.pt2")  # format=aoti
+    net = torch.export.load("model.pt2").module()         # format=exported_program
+
+Next to the package, model.json carries what prediction needs: the plan (orientation, spacing,
+normalization), class names, spatial mode, input channels, the stride, and the inference
+settings.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .lightning_module import SegmentationModule
+
+FORMATS = ("aoti", "exported_program")
+MAX_BATCH = 256
+MAX_SIDE = 4096  # voxels per spatial axis the exported program accepts
+
+
+def metadata_path(package: Path) -> Path:
+    return package.with_suffix(".json")
+
+
+def export_module(module: SegmentationModule, output: Path, export_format: str, device: torch.device) -> dict[str, Any]:
+    """Writes the package and its model.json; returns the metadata with the times it took."""
+    net = module.net.eval().to(device)
+    data = dict(module.hparams.data)
+    stride = net.downsampling
+    dims = int(data["spatial_dims"])
+    example = torch.zeros(2, int(data["in_channels"]), *[2 * stride] * dims, device=device)
+    dynamic = {0: torch.export.Dim("batch", min=1, max=MAX_BATCH)}
+    dynamic.update({axis: stride * torch.export.Dim(f"blocks_{axis}", min=1, max=MAX_SIDE // stride)
+                    for axis in range(2, 2 + dims)})
+    start = time.perf_counter()
+    with torch.no_grad():
+        program = torch.export.export(net, (example,), dynamic_shapes={"x": dynamic})
+    export_seconds = time.perf_counter() - start
+    output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    if export_format == "aoti":
+        torch._inductor.aoti_compile_and_package(program, package_path=str(output))
+    else:
+        torch.export.save(program, str(output))
+    metadata = {
+        "format": export_format,
+        "device": device.type,
+        "torch": torch.__version__,
+        "edge_op_nodes": sum(1 for n in program.graph.nodes if n.target == torch.ops.segnet_ops.edge_enhance.default),
+        "input": {"channels": int(data["in_channels"]), "spatial_dims": dims, "multiple_of": stride,
+                  "max_side": MAX_SIDE, "max_batch": MAX_BATCH, "dtype": "float32"},
+        "data": data,
+        "inference": dict(module.hparams.inference),
+        "seconds": {"export": export_seconds, "package": time.perf_counter() - start},
+    }
+    metadata_path(output).write_text(json.dumps(metadata, indent=2) + "\n")
+    return metadata

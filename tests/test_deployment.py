@@ -1,0 +1,183 @@
+"""Deployment: a wheel with the compiled op that runs without a compiler, the ABI check of a
+shipped library, and exported networks (torch.export, AOTInductor) that run without the
+training code and predict what the checkpoint predicts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+from train_helpers import OBLIQUE_AFFINE, ROOT, TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon
+
+import ops
+from ops import library, shipped
+from segnet.checkpoint_loading import load_module
+from segnet.exporting import export_module
+from segnet.run import train
+
+
+def fake_wheel_lib(folder: Path, torch_version: str) -> Path:
+    """A shipped-library folder holding the JIT-built CPU library, recorded as built for torch_version."""
+    built = library.load_cpu_library()
+    folder.mkdir()
+    shutil.copy(built.path, folder / "segnet_ops_cpu.so")
+    record = shipped.build_record({"cpu": "segnet_ops_cpu.so"}, list(library.cpu_flags()), None)
+    (folder / shipped.BUILD_INFO).write_text(json.dumps({**record, "torch": torch_version}))
+    return folder
+
+
+def test_a_library_built_for_another_torch_is_refused_and_the_jit_build_loads(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(shipped, "LIB_DIR", fake_wheel_lib(tmp_path / "_lib", "2.0.0"))
+    choice = shipped.shipped_library("cpu")
+    assert choice.path is None and choice.refused
+    assert choice.reason == (
+        f"segnet_ops_cpu.so was built for torch 2.0.0 but torch {torch.__version__} is running: reinstall the segnet "
+        f"wheel built for torch {torch.__version__}, or let segnet build the op just in time (it does now)")
+    with caplog.at_level(logging.WARNING, logger="ops.library"):
+        loaded = library.load_cpu_library.__wrapped__()
+    assert loaded.path.is_relative_to(library.cache_root())  # the JIT cache's, not the shipped one
+    assert [r.getMessage() for r in caplog.records] == [f"segnet: not loading the shipped op library: {choice.reason}"]
+
+
+def test_a_library_built_for_this_torch_is_loaded_from_the_package(tmp_path):
+    # In a fresh process: a second copy of the library in this one would register its schemas twice.
+    lib_dir = fake_wheel_lib(tmp_path / "_lib", torch.__version__)
+    check = (
+        "import sys; from pathlib import Path; from ops import library, shipped; "
+        "shipped.LIB_DIR = Path(sys.argv[1]); "
+        "assert library.where_from('cpu')[0] == 'shipped'; "
+        "assert library.load_cpu_library().path == shipped.LIB_DIR / 'segnet_ops_cpu.so'; "
+        "assert shipped.shipped_library('cuda').reason == 'the installed wheel was built without the cuda library'"
+    )
+    ran = subprocess.run([sys.executable, "-c", check, str(lib_dir)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+def test_info_says_what_would_load_and_why():
+    result = subprocess.run([sys.executable, "-m", "ops.build", "--info"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"torch {torch.__version__}")
+    cpu = next(i for i, line in enumerate(lines) if line.startswith("cpu: "))
+    assert lines[cpu].startswith(("cpu: JIT cache: ", "cpu: JIT build: ")) and "segnet_ops_cpu" in lines[cpu]
+    assert lines[cpu + 1] == "  why: no compiled library ships with this install (a checkout, or a wheel built " \
+                             "without the op)"
+
+
+@pytest.mark.slow
+def test_the_wheel_runs_the_op_without_a_compiler(tmp_path):
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": "9.0"}  # one architecture keeps the test's build short
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-build-isolation", "--no-deps", "-q",
+                    "-w", str(tmp_path / "dist")], check=True, env=env, timeout=1200, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("segnet-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+                   timeout=300, capture_output=True)
+    empty_cache = tmp_path / "cache"
+    bare = {"HOME": str(tmp_path), "PATH": str(venv / "bin"), "CXX": "/no/compiler", "SEGNET_OPS_CACHE": str(empty_cache)}
+    assert shutil.which("c++", path=bare["PATH"]) is None and shutil.which("ninja", path=bare["PATH"]) is None
+    check = (
+        "import torch, ops; "
+        "x = torch.randn(2, 3, 9, 11, dtype=torch.float64); a = torch.randn(3, dtype=torch.float64); "
+        "assert torch.allclose(ops.edge_enhance(x, a, backend='cpp'), ops.edge_enhance_reference(x, a)); "
+        "print(ops.__file__)"
+    )
+    ran = subprocess.run([venv / "bin" / "python", "-c", check], env=bare, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.strip().startswith(str(venv))  # the wheel's package, not the checkout
+    assert not empty_cache.exists() or not any(empty_cache.iterdir())  # nothing was built
+    info = subprocess.run([venv / "bin" / "python", "-m", "ops.build", "--info"], env=bare, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300).stdout
+    assert "cpu: shipped: " in info and "built for torch " + torch.__version__ in info
+    recorded = json.loads(next(venv.glob("lib/python*/site-packages/ops/_lib/build_info.json")).read_text())
+    assert recorded["torch"] == torch.__version__
+    if Path(library.DEFAULT_CUDA_HOME, "bin", "nvcc").exists():
+        assert "cuda" in recorded["libraries"] and recorded["cuda_archs"] == "9.0"
+    assert next(venv.glob("lib/python*/site-packages/ops/csrc/march/window.h")).is_file()  # sources for a JIT build
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
+    run = tmp_path_factory.mktemp("run")
+    train(compose_config(["data=decathlon", "data.steps_per_epoch=2", f"data.root={root}", "data.num_folds=3",
+                          "data.spatial_dims=2", "data.patch_size=[16,16]", "data.num_workers=0", "data.batch_size=2",
+                          "op=cpp", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    return root, run / "checkpoints" / "last.ckpt"
+
+
+STANDALONE = """
+import sys, torch, ops
+ops.load_library("cpu")
+package, inputs, outputs, fmt = sys.argv[1:]
+net = torch._inductor.aoti_load_package(package) if fmt == "aoti" else torch.export.load(package).module()
+with torch.no_grad():
+    torch.save([net(x) for x in torch.load(inputs)], outputs)
+training_code = sorted({m.split(".")[0] for m in sys.modules} & {"segnet", "hydra", "lightning", "monai", "omegaconf"})
+assert not training_code, training_code
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("export_format", ["exported_program", "aoti"])
+def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp_path, export_format):
+    _, checkpoint = trained
+    module = load_module(checkpoint, backend="cpp")
+    package = tmp_path / "model.pt2"
+    metadata = export_module(module, package, export_format, torch.device("cpu"))
+    assert metadata["edge_op_nodes"] == len(module.net.edge_layers()) == 2  # the op is one node per layer
+    assert json.loads(package.with_suffix(".json").read_text())["data"]["class_names"] == ["background", "core",
+                                                                                           "shell"]
+    torch.manual_seed(0)
+    inputs = [torch.randn(2, 1, 16, 24), torch.randn(1, 1, 40, 8)]  # two sizes, both multiples of the stride
+    torch.save(inputs, tmp_path / "inputs.pt")
+    script = tmp_path / "standalone.py"
+    script.write_text(STANDALONE)
+    ran = subprocess.run([sys.executable, str(script), str(package), str(tmp_path / "inputs.pt"),
+                          str(tmp_path / "outputs.pt"), export_format], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    with torch.no_grad():
+        for x, exported in zip(inputs, torch.load(tmp_path / "outputs.pt")):
+            eager = module.net(x)
+            assert exported.shape == eager.shape
+            assert (exported - eager).abs().max() <= 1e-5
+
+
+@pytest.mark.slow
+def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, tmp_path):
+    root, checkpoint = trained
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def script(name, *args):
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args, f"hydra.run.dir={tmp_path}/h"],
+                              capture_output=True, text=True, timeout=900, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    script("export.py", f"ckpt_path={checkpoint}", f"output={tmp_path / 'model.pt2'}")
+    images = root / "imagesTr"
+    script("predict.py", f"model={tmp_path / 'model.pt2'}", f"input={images}", f"output={tmp_path / 'exported'}",
+           "device=cpu")
+    script("predict.py", f"ckpt_path={checkpoint}", f"input={images}", f"output={tmp_path / 'checkpoint'}",
+           "device=cpu")
+    for case in sorted(images.iterdir()):
+        a, b = (nib.load(tmp_path / side / case.name) for side in ("exported", "checkpoint"))
+        assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj)) and np.allclose(a.affine, b.affine)
