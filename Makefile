@@ -4,7 +4,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 STAMP := .installed
 
-.PHONY: install build train test test-fast bench gpu-check clean
+.PHONY: install build wheel train test test-fast bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PIP) install -e ".[test]"
@@ -14,6 +14,9 @@ install: $(STAMP)
 
 build: $(STAMP)  ## compile the C++ op ahead of time (the CUDA one too where nvcc exists)
 	$(PYTHON) -m ops.build
+
+wheel: $(STAMP)  ## a wheel with the compiled op inside, for this torch, into dist/
+	$(PIP) wheel . --no-build-isolation --no-deps -w dist
 
 train: $(STAMP)  ## default training on built-in synthetic 2D data
 	$(PYTHON) train.py $(ARGS)
@@ -31,4 +34,4 @@ gpu-check:
 	bash scripts/gpu_check.sh
 
 clean:
-	rm -rf $(STAMP) outputs multirun .pytest_cache
+	rm -rf $(STAMP) outputs multirun .pytest_cache build dist
