@@ -60,7 +60,8 @@ def shipped_library(kind: str, lib_dir: Path | None = None) -> ShippedChoice:
     lib_dir = lib_dir or LIB_DIR
     info_path = lib_dir / BUILD_INFO
     if not info_path.is_file():
-        return ShippedChoice(None, "no compiled library ships with this install (a checkout, or a wheel built without the op)")
+        return ShippedChoice(None, "no compiled library ships with this install (a checkout, or a wheel built "
+                                   "without the op)")
     record = json.loads(info_path.read_text())
     name = record["libraries"].get(kind)
     if name is None:

@@ -5,9 +5,9 @@ evaluated on scans stored at another, with and without resampling.
 
 Generates (segnet.data.phantom) a training set of 1 mm isotropic RAS scans, and four new cases
 stored three times: on the training grid, at 0.75 x 0.75 x 2 mm in LPS, and as 3 mm sagittal
-slices of 0.5 mm pixels (the same anatomy, so only the geometry differs). Trains the same 2D model twice (data.resample=true, the default, and
-false), evaluates both on both copies with scripts/evaluate.py's code, and prints foreground
-Dice as a Markdown table.
+slices of 0.5 mm pixels (the same anatomy, so only the geometry differs). Trains the same 2D
+model twice (data.resample=true, the default, and false), evaluates both on every copy with
+scripts/evaluate.py's code, and prints foreground Dice as a Markdown table.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ def train_and_score(out: Path, train_root: Path, eval_roots: dict[str, Path], re
                     ) -> dict[str, float]:
     run = out / f"resample_{str(resample).lower()}"
     overrides = [
-        "data=decathlon", f"data.root={train_root}", "data.spatial_dims=2", "data.fold=all", f"data.resample={resample}",
-        "data.patch_size=[48,48]", "data.batch_size=4", "data.num_workers=0", f"data.steps_per_epoch={steps}",
-        "trainer=cpu", "trainer.max_epochs=1", "trainer.enable_model_summary=false", "callbacks.progress_bar.refresh_rate=0",
+        "data=decathlon", f"data.root={train_root}", "data.spatial_dims=2", "data.fold=all",
+        f"data.resample={resample}", "data.patch_size=[48,48]", "data.batch_size=4", "data.num_workers=0",
+        f"data.steps_per_epoch={steps}", "trainer=cpu", "trainer.max_epochs=1", "trainer.enable_model_summary=false",
+        "callbacks.progress_bar.refresh_rate=0",
         f"paths.output_dir={run}",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -64,7 +65,8 @@ def main() -> None:
     train_root = write_phantom_dataset(args.out / "TrainIsotropic", [TRAIN_GRID] * 6)
     eval_roots = {name: write_phantom_dataset(args.out / f"Eval{i}", [grid] * 4, first_seed=100)
                   for i, (name, grid) in enumerate(EVAL_GRIDS.items())}
-    rows = {resample: train_and_score(args.out, train_root, eval_roots, resample, args.steps) for resample in (True, False)}
+    rows = {resample: train_and_score(args.out, train_root, eval_roots, resample, args.steps)
+            for resample in (True, False)}
     print(f"\n2D model, {args.steps} steps on 6 cases at 1 mm RAS; foreground Dice of 4 new cases stored as:\n")
     print("| data.resample | " + " | ".join(eval_roots) + " |")
     print("|---|" + "---|" * len(eval_roots))

@@ -1,5 +1,6 @@
-"""The LightningModule: Dice + cross-entropy loss (segnet.loss), AdamW with warm-up and cosine decay, per-class validation
-Dice (segnet.metrics), whole-image validation inference (segnet.inference), TensorBoard images.
+"""The LightningModule: Dice + cross-entropy loss (segnet.loss), AdamW with warm-up and cosine
+decay, per-class validation Dice (segnet.metrics), whole-image validation inference
+(segnet.inference), TensorBoard images.
 
 Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
 enough to evaluate it (scripts/evaluate.py).

@@ -78,7 +78,9 @@ def drop_ignored(prediction, reference, ignore_label: int | None):
     return prediction * known, reference * known, int(known.sum())
 
 
-def overlap_counts(prediction: np.ndarray, reference: np.ndarray, c: int, scored: int | None = None) -> dict[str, float]:
+def overlap_counts(
+    prediction: np.ndarray, reference: np.ndarray, c: int, scored: int | None = None
+) -> dict[str, float]:
     """nnU-Net's counts for class c, and IoU (NaN when the class is in neither); TN over the
     `scored` voxels (all by default; those not ignored)."""
     pred, ref = prediction == c, reference == c

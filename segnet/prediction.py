@@ -74,7 +74,8 @@ class Predictor:
             for key in ("class_names", "in_channels", "spatial_dims", "normalization", "orientation", "spacing"):
                 if other.get(key) != first.get(key):
                     raise ConfigError(
-                        f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs {other.get(key)}; "
+                        f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs "
+                        f"{other.get(key)}; "
                         "ensemble models trained on the same dataset and plan"
                     )
         self.modules = [m.eval() for m in modules]

@@ -16,13 +16,11 @@ import nibabel as nib
 import numpy as np
 import pytest
 import torch
-from train_helpers import OBLIQUE_AFFINE, ROOT, TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon
+from train_helpers import ROOT, train_tiny_task
 
-import ops
 from ops import library, shipped
 from segnet.checkpoint_loading import load_module
 from segnet.exporting import export_module
-from segnet.run import train
 
 
 def fake_wheel_lib(folder: Path, torch_version: str) -> Path:
@@ -91,7 +89,8 @@ def test_the_wheel_runs_the_op_without_a_compiler(tmp_path):
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    timeout=300, capture_output=True)
     empty_cache = tmp_path / "cache"
-    bare = {"HOME": str(tmp_path), "PATH": str(venv / "bin"), "CXX": "/no/compiler", "SEGNET_OPS_CACHE": str(empty_cache)}
+    bare = {"HOME": str(tmp_path), "PATH": str(venv / "bin"), "CXX": "/no/compiler",
+            "SEGNET_OPS_CACHE": str(empty_cache)}
     assert shutil.which("c++", path=bare["PATH"]) is None and shutil.which("ninja", path=bare["PATH"]) is None
     check = (
         "import torch, ops; "
@@ -116,11 +115,8 @@ def test_the_wheel_runs_the_op_without_a_compiler(tmp_path):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
-    run = tmp_path_factory.mktemp("run")
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=2", f"data.root={root}", "data.num_folds=3",
-                          "data.spatial_dims=2", "data.patch_size=[16,16]", "data.num_workers=0", "data.batch_size=2",
-                          "op=cpp", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    root, run = train_tiny_task(tmp_path_factory, "data.steps_per_epoch=2", "data.spatial_dims=2",
+                                "data.patch_size=[16,16]", "data.batch_size=2")
     return root, run / "checkpoints" / "last.ckpt"
 
 

@@ -105,7 +105,8 @@ def test_means_leave_nan_cases_out():
 def load_as_trained(evaluator: Evaluator, image: str, label: str) -> torch.Tensor:
     """The label as the model's loader presents it next to its image (the plan's orientation and
     spacing): an oracle prediction."""
-    return eval_transforms(with_label=True, **evaluator.predictor.geometry)({"image": image, "label": label})["label"][0]
+    load = eval_transforms(with_label=True, **evaluator.predictor.geometry)
+    return load({"image": image, "label": label})["label"][0]
 
 
 @pytest.fixture
@@ -127,7 +128,8 @@ def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
     labels = {case.images[0]: case.label for case in description.training}
     current = {}
     monkeypatch.setattr(
-        evaluator, "predict", lambda image: as_probabilities(load_as_trained(evaluator, current["image"], labels[current["image"]]))
+        evaluator, "predict",
+        lambda image: as_probabilities(load_as_trained(evaluator, current["image"], labels[current["image"]])),
     )
     results = []
     for case in description.training:
@@ -157,7 +159,8 @@ def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path
     nib.save(nib.Nifti1Image(without_shell, label.affine, label.header), str(edited))
     from segnet.data.dataset_json import Case
 
-    monkeypatch.setattr(evaluator, "predict", lambda image: as_probabilities(load_as_trained(evaluator, case.images[0], str(edited))))
+    monkeypatch.setattr(evaluator, "predict",
+                        lambda image: as_probabilities(load_as_trained(evaluator, case.images[0], str(edited))))
     result = evaluator.run_case(Case(case.name, case.images, str(edited)))
     assert result.metrics["1"]["Dice"] == 1.0
     assert math.isnan(result.metrics["2"]["Dice"]) and math.isnan(result.metrics["2"]["HD95"])

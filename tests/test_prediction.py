@@ -11,11 +11,10 @@ import sys
 import nibabel as nib
 import numpy as np
 import pytest
-from train_helpers import OBLIQUE_AFFINE, ROOT, TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon, write_nifti
+from train_helpers import ROOT, train_tiny_task, write_nifti
 
 from segnet.errors import ConfigError, DatasetError
 from segnet.prediction import find_cases
-from segnet.run import train
 
 
 def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
@@ -36,12 +35,8 @@ def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
-    run = tmp_path_factory.mktemp("run")
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", "data.num_folds=3",
-                          "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
-                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
-    return root, run
+    return train_tiny_task(tmp_path_factory, "data.steps_per_epoch=null", "data.patch_size=[16,16,16]",
+                           "data.batch_size=1")
 
 
 def run_script(script: str, args: list[str], out) -> subprocess.CompletedProcess:

@@ -45,6 +45,17 @@ def tiny_overrides(spatial_dims: int = 2) -> list[str]:
     return (TINY_2D if spatial_dims == 2 else TINY_3D) + TINY_MODEL + TINY_TRAINER
 
 
+def train_tiny_task(tmp_path_factory, *overrides: str) -> tuple[Path, Path]:
+    """A tiny Decathlon task on an oblique grid and a tiny model trained on it: (dataset, run folder)."""
+    from segnet.run import train
+
+    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
+    run = tmp_path_factory.mktemp("run")
+    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "op=cpp",
+                          *overrides, *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    return root, run
+
+
 def run_train_script(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     """python train.py ARGS as a user would run it (flags such as -m first), its run folder under cwd."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
