@@ -191,3 +191,25 @@ def test_plan_script_writes_a_plan_and_verify_lists_broken_cases(tmp_path):
     assert verified.returncode != 0
     assert "case phantom_001: " in verified.stderr and "label values 7 are not classes" in verified.stderr
     assert "Traceback" not in verified.stderr
+
+
+def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
+    root = write_phantom_dataset(tmp_path / "Dataset002_Two", MIXED_GRIDS[:4], modalities=("CT", "T2"))
+    run = tmp_path / "run"
+    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=2", "data.steps_per_epoch=1",
+                          "data.num_workers=0", "data.spatial_dims=2", "data.patch_size=[16,16]", "op=cpp",
+                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    plan = json.loads((run / "plans.json").read_text())
+    ct, t2 = plan["normalization"]
+    assert ct["scheme"] == "ct" and t2 == {"channel": "T2", "scheme": "zscore"}
+    # under the labels only: the shell (about 100 HU here) and the core (300), not the background (-100)
+    assert 100 < ct["mean"] < 300 and -60 < ct["percentile_00_5"] < 100 and 300 < ct["percentile_99_5"] < 450
+    assert len(plan["fingerprint"]["foreground_intensities"]) == 2
+    out = tmp_path / "predicted"
+    writer = PredictionWriter(Predictor([load_module(run / "checkpoints" / "last.ckpt", backend="cpp")]), out)
+    from segnet.prediction import find_cases
+
+    (case, *_) = find_cases(root / "imagesTr", in_channels=2)
+    written = nib.load(writer.run_case(case).file)
+    stored = nib.load(case.images[1])
+    assert written.shape == stored.shape and np.allclose(written.affine, stored.affine)

@@ -5,7 +5,7 @@ among small unlabelled spheres as bright as the core (vessels, say: only their s
 them apart), and each case samples it on its own grid: spacing, axis order and flips as a scanner would
 store them (RAS, LPS, permuted axes). The same anatomy then looks different only because of
 its geometry, which is what planning, resampling and prediction must undo. Tests and
-scripts/resampling_study.py write Decathlon folders of them; nothing is downloaded.
+scripts/resampling_study.py write dataset folders of them; nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -63,20 +63,36 @@ def sample_phantom(
 
 
 def write_phantom_dataset(
-    root: Path, grids: Sequence[tuple[Sequence[float], str]], first_seed: int = 0
+    root: Path, grids: Sequence[tuple[Sequence[float], str]], first_seed: int = 0, modalities: Sequence[str] = ("MRI",)
 ) -> Path:
-    """A Decathlon folder with one case per (spacing, axcodes) grid; the anatomy varies a little
-    from case to case (size and position), as patients do."""
+    """A dataset folder with one case per (spacing, axcodes) grid; the anatomy varies a little
+    from case to case (size and position), as patients do. One modality: a Decathlon folder;
+    several: an nnU-Net v2 folder ({case}_0000, {case}_0001, ...), channel c showing the anatomy
+    with another contrast (CT channels in Hounsfield-like units)."""
     training = []
     for i, (spacing, axcodes) in enumerate(grids):
         rng = np.random.default_rng(first_seed + i)
         radii = rng.uniform(0.85, 1.15) * np.array([12.0, 9.0, 7.0])
         image, label, affine = sample_phantom(spacing, axcodes, radii, first_seed + i, rng.uniform(-4, 4, 3))
-        for folder, array in (("imagesTr", image), ("labelsTr", label)):
-            (root / folder).mkdir(parents=True, exist_ok=True)
-            nib.save(nib.Nifti1Image(array, affine), str(root / folder / f"phantom_{i:03d}.nii.gz"))
-        training.append({"image": f"./imagesTr/phantom_{i:03d}.nii.gz", "label": f"./labelsTr/phantom_{i:03d}.nii.gz"})
-    spec = {"name": "Phantom", "modality": {"0": "MRI"}, "labels": {"0": "background", "1": "core", "2": "shell"},
-            "numTraining": len(training), "training": training}
+        name = f"phantom_{i:03d}"
+        _save(root / "labelsTr" / f"{name}.nii.gz", label, affine)
+        if len(modalities) == 1:
+            _save(root / "imagesTr" / f"{name}.nii.gz", image, affine)
+            training.append({"image": f"./imagesTr/{name}.nii.gz", "label": f"./labelsTr/{name}.nii.gz"})
+        for c, modality in enumerate(modalities if len(modalities) > 1 else ()):
+            contrast = image * 5 - 600 if modality.lower() == "ct" else image * (1 + c) - 30 * c
+            _save(root / "imagesTr" / f"{name}_{c:04d}.nii.gz", contrast.astype(np.float32), affine)
+    labels = {"background": 0, "core": 1, "shell": 2}
+    if len(modalities) > 1:
+        spec = {"name": "Phantom", "channel_names": {str(c): m for c, m in enumerate(modalities)}, "labels": labels,
+                "numTraining": len(grids), "file_ending": ".nii.gz"}
+    else:
+        spec = {"name": "Phantom", "modality": {"0": modalities[0]}, "labels": {str(v): k for k, v in labels.items()},
+                "numTraining": len(training), "training": training}
     (root / "dataset.json").write_text(json.dumps(spec, indent=2))
     return root
+
+
+def _save(path: Path, array: np.ndarray, affine: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nib.save(nib.Nifti1Image(array, affine), str(path))
