@@ -41,9 +41,9 @@ class _BuildPyWithSources(build_py):
 class _SdistWithSources(sdist):
     """Puts csrc/ into the source distribution, whose wheel then packages it."""
 
-    def add_defaults(self) -> None:
-        super().add_defaults()
+    def make_distribution(self) -> None:
         self.filelist.extend(str(p.relative_to(PROJECT)) for p in sorted((PROJECT / "csrc").rglob("*")) if p.is_file())
+        super().make_distribution()
 
 
 def _wants_ops() -> bool:

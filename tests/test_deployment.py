@@ -93,9 +93,10 @@ def test_the_wheel_runs_the_op_without_a_compiler(tmp_path):
             "SEGNET_OPS_CACHE": str(empty_cache)}
     assert shutil.which("c++", path=bare["PATH"]) is None and shutil.which("ninja", path=bare["PATH"]) is None
     check = (
-        "import torch, ops; "
+        "import torch, ops; from pathlib import Path; from ops import library; "
         "x = torch.randn(2, 3, 9, 11, dtype=torch.float64); a = torch.randn(3, dtype=torch.float64); "
         "assert torch.allclose(ops.edge_enhance(x, a, backend='cpp'), ops.edge_enhance_reference(x, a)); "
+        "assert library.CSRC == Path(ops.__file__).parent / 'csrc'; "  # a JIT build would use the packaged sources
         "print(ops.__file__)"
     )
     ran = subprocess.run([venv / "bin" / "python", "-c", check], env=bare, cwd=tmp_path, capture_output=True, text=True,
