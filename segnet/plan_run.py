@@ -79,12 +79,14 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         return None
     description = describe_dataset(str(data.root))
     in_run_folder = output_dir / PLANS_FILE
+    first_local_rank = int(os.environ.get("LOCAL_RANK", "0")) == 0
     given = data.get("plan")
     if OmegaConf.is_dict(given):  # a configuration that already carries its plan
         plan = OmegaConf.to_container(given, resolve=True)
     elif given:
         plan = read_plan(Path(str(given)), description)
-        verify_dataset(description, labelled_cases(description))
+        if first_local_rank:  # the other ranks start after rank 0 has checked
+            verify_dataset(description, labelled_cases(description))
     elif in_run_folder.is_file():
         plan = read_plan(in_run_folder, description)
         log.info("plan: %s (this run's)", in_run_folder)
@@ -93,7 +95,7 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
                  len(labelled_cases(description)))
         plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(data.memory_budget_gb))
     apply_plan(data, plan)
-    if int(os.environ.get("LOCAL_RANK", "0")) == 0 and not in_run_folder.is_file():
+    if first_local_rank and not in_run_folder.is_file():
         write_plan(plan, in_run_folder)
     log.info("plan: %s orientation, spacing %s, patch %s, batch %s volume(s) x %s crop(s)", plan["orientation"],
              data.spacing if data.spacing is not None else "as stored", list(data.patch_size), data.batch_size,
