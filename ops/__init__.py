@@ -1,4 +1,4 @@
-"""The edge-enhancement op (shared/design/edge-op.md) with python, cpp and cuda backends."""
+"""The edge-enhancement op with python, cpp and cuda backends (its contract: README.md, "The edge op")."""
 
 from .functional import BACKENDS, edge_enhance, resolve_backend
 from .functional import load_compiled as load_library

@@ -13,7 +13,8 @@ and cropped, for a 2D and a 3D model, in the spirit of nnU-Net's experiment plan
   batch size: what the budget allows, at most BATCH_SHARE of the dataset's voxels per step.
 - Memory: the bytes the network saves for its backward pass per voxel of a patch, counted by
   autograd's saved-tensor hooks on one small patch (a static count, not a timing) and scaled by
-  the patch's voxels.
+  the patch's voxels. The count uses the python op, which saves more than the fused one, so the
+  estimate errs on the safe side whatever backend trains.
 """
 
 from __future__ import annotations
