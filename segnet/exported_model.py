@@ -2,8 +2,8 @@
 
 Prediction (segnet.prediction.Predictor) needs hyperparameters, a device and whole-image logits;
 this gives them from the package's model.json and the package itself, loaded with torch and
-the op library alone. Images of any size are padded to the stride multiples the exported
-program accepts, as the network itself does.
+the op library alone. Images of any size are padded to the sizes the exported program accepts
+(multiples of the stride, at least two), as the network itself pads.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ class ExportedModel:
         self.device = device
         self.hparams = AttributeDict(data=metadata["data"], inference=metadata["inference"], precision="32-true")
         self.stride = int(metadata["input"]["multiple_of"])
+        self.min_side = int(metadata["input"]["min_side"])
         self.net = load_package(package, metadata["format"], device)
 
     def eval(self) -> ExportedModel:
         return self
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return on_stride_multiples(self.net, x.float().contiguous(), self.stride)
+        return on_stride_multiples(self.net, x.float().contiguous(), self.stride, self.min_side)
 
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
         return predict_whole_image(self, image, int(self.hparams.data["spatial_dims"]), self.hparams.inference)

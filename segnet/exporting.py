@@ -1,7 +1,8 @@
 """A trained network out of the training code: torch.export, and an AOTInductor package.
 
 The network is exported in float32 for one device, with a dynamic batch and spatial sizes that
-are multiples of its total stride (what its decoder needs; prediction pads to them). The edge op
+are multiples of its total stride, at least two of them (what its decoder needs; prediction pads
+to them). The edge op
 stays one graph node, `segnet_ops.edge_enhance`, which its fake kernel makes possible, so
 running the export needs torch and the segnet op library (the `ops` package and its compiled
 library), nothing from segnet/, Hydra, Lightning or MONAI:
@@ -44,7 +45,9 @@ def export_module(module: SegmentationModule, output: Path, export_format: str, 
     dims = int(data["spatial_dims"])
     example = torch.zeros(2, int(data["in_channels"]), *[2 * stride] * dims, device=device)
     dynamic = {0: torch.export.Dim("batch", min=1, max=MAX_BATCH)}
-    dynamic.update({axis: stride * torch.export.Dim(f"blocks_{axis}", min=1, max=MAX_SIDE // stride)
+    # At least two strides per axis: one would leave the deepest level a single voxel, a size
+    # the exported program specializes on.
+    dynamic.update({axis: stride * torch.export.Dim(f"blocks_{axis}", min=2, max=MAX_SIDE // stride)
                     for axis in range(2, 2 + dims)})
     start = time.perf_counter()
     with torch.no_grad():
@@ -62,7 +65,7 @@ def export_module(module: SegmentationModule, output: Path, export_format: str, 
         "torch": torch.__version__,
         "edge_op_nodes": sum(1 for n in program.graph.nodes if n.target == torch.ops.segnet_ops.edge_enhance.default),
         "input": {"channels": int(data["in_channels"]), "spatial_dims": dims, "multiple_of": stride,
-                  "max_side": MAX_SIDE, "max_batch": MAX_BATCH, "dtype": "float32"},
+                  "min_side": 2 * stride, "max_side": MAX_SIDE, "max_batch": MAX_BATCH, "dtype": "float32"},
         "data": data,
         "inference": dict(module.hparams.inference),
         "seconds": {"export": export_seconds, "package": time.perf_counter() - start},

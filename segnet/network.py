@@ -14,11 +14,11 @@ from ops import EdgeEnhance
 PLACEMENTS = ("input", "skips")
 
 
-def on_stride_multiples(net, x: torch.Tensor, stride: int) -> torch.Tensor:
+def on_stride_multiples(net, x: torch.Tensor, stride: int, minimum: int = 0) -> torch.Tensor:
     """net(x) for any spatial size: each axis padded (replicating the border) up to a multiple of
-    `stride`, and the output cropped back."""
+    `stride` and at least `minimum`, and the output cropped back."""
     size = x.shape[2:]
-    pad = [(-s) % stride for s in size]
+    pad = [max(s + (-s) % stride, minimum) - s for s in size]
     if not any(pad):
         return net(x)
     padded = F.pad(x, [p for extra in reversed(pad) for p in (0, extra)], mode="replicate")
