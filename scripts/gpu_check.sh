@@ -2,7 +2,8 @@
 # One call on a GPU machine with nothing prepared: build the CUDA op, run the CUDA tests, measure
 # every kernel and dtype against a device-to-device copy next to the static model
 # (scripts/kernel_bandwidth.py), benchmark the op's backends, train 50 steps with
-# op.backend=cuda compile=true, and end with one summary table. Logs go to $OUT (or
+# op.backend=cuda compile=true, export that model for the GPU and run the package on its own, and
+# end with one summary table. Logs go to $OUT (or
 # outputs/gpu_check). Python packages the machine lacks (monai, hydra-core, ...) are installed
 # from wheels in .whl/ (scripts/fetch_gpu_wheels.sh puts them there); nothing is downloaded.
 set -uo pipefail
@@ -50,6 +51,9 @@ step kernels python3 scripts/kernel_bandwidth.py --device cuda --out "$out"
 step bench python3 scripts/bench_op.py --device cuda --out "$out"
 step train python3 train.py op.backend=cuda compile=true trainer=gpu trainer.max_steps=50 trainer.max_epochs=-1 \
   trainer.check_val_every_n_epoch=1 "hydra.run.dir=$out/train"
+# The trained network as an AOTInductor package for the GPU, run on its own (scripts/run_export.py).
+step export python3 scripts/export.py "ckpt_path=$out/train/checkpoints/last.ckpt" device=cuda \
+  "output=$out/export/model.pt2" "hydra.run.dir=$out/export"
 
 echo
 echo "== summary"
