@@ -213,3 +213,16 @@ def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
     written = nib.load(writer.run_case(case).file)
     stored = nib.load(case.images[1])
     assert written.shape == stored.shape and np.allclose(written.affine, stored.affine)
+
+
+def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
+    from segnet.errors import DatasetError
+
+    root = write_phantom_dataset(tmp_path / "Flat", MIXED_GRIDS[:2])
+    for folder in ("imagesTr", "labelsTr"):
+        stored = nib.load(root / folder / "phantom_001.nii.gz")
+        flat = np.asarray(stored.dataobj)[:, :, 10]
+        nib.save(nib.Nifti1Image(flat, stored.affine), str(root / folder / "phantom_001.nii.gz"))
+    description = describe_dataset(str(root))
+    with pytest.raises(DatasetError, match=r"case\(s\) phantom_001 are not 3D volumes"):
+        plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)

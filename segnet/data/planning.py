@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import DatasetError
 from .dataset_json import DatasetDescription
 from .normalization import normalization_plan
 
@@ -107,10 +108,14 @@ def plan_dataset(
     description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], memory_budget_gb: float
 ) -> dict[str, Any]:
     cases = fingerprint["cases"]
+    flat = [c["name"] for c in cases if len(c["spacing"]) != 3]
+    if flat:
+        raise DatasetError(
+            f"{description.root}: case(s) {', '.join(flat[:5])} are not 3D volumes; segnet plans 3D scans (a 2D model "
+            "trains on their slices): store each case as a volume, a single slice as shape (H, W, 1)"
+        )
     spacings = np.array([c["spacing"] for c in cases], np.float64)
     shapes = np.array([c["shape"] for c in cases], np.float64)
-    if spacings.shape[1] != 3:
-        raise ValueError("planning needs 3D volumes")
     ras_target = target_spacing(spacings, shapes)
     axis = slicing_axis(ras_target)
     order = [RAS.index(code) for code in orientation(axis)]  # plan axis -> RAS axis
