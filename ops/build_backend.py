@@ -99,7 +99,10 @@ def _ops_arguments() -> dict:
 
 
 class _Backend(build_meta._BuildMetaBackend):
-    """setuptools' backend, with the arguments a setup.py would pass."""
+    """setuptools' backend, with the arguments a setup.py would pass (its run_setup is the one
+    place setuptools lets a backend supply them)."""
+
+    _building_wheel = False  # editable installs and sdists build no op
 
     def run_setup(self, setup_script: str = "setup.py") -> None:
         import setuptools
@@ -109,8 +112,6 @@ class _Backend(build_meta._BuildMetaBackend):
             ops = _ops_arguments()
             arguments = {"ext_modules": ops["ext_modules"], "cmdclass": {**arguments["cmdclass"], **ops["cmdclass"]}}
         setuptools.setup(**arguments)
-
-    _building_wheel = False
 
     def build_wheel(self, wheel_directory, config_settings=None, metadata_directory=None):
         self._building_wheel = True

@@ -42,10 +42,18 @@ def make_plan(description: DatasetDescription, model: dict[str, Any], memory_bud
 def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"data.plan={path} is not a file; pass a plans.json from scripts/plan.py or a run folder")
-    plan = json.loads(path.read_text())
-    if len(plan.get("normalization", ())) != description.in_channels:
+    try:
+        plan = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path} is not valid JSON ({error}); pass a plans.json from scripts/plan.py") from None
+    missing = [key for key in ("orientation", "normalization", "configurations") if key not in plan]
+    missing += [f"configurations.{c}" for c in ("2d", "3d") if c not in plan.get("configurations", {})]
+    if missing:
+        raise ConfigError(f"{path} is not a segnet plan (it lacks {', '.join(missing)}); pass a plans.json from "
+                          "scripts/plan.py, or leave data.plan out to plan afresh")
+    if len(plan["normalization"]) != description.in_channels:
         raise ConfigError(
-            f"{path} plans {len(plan.get('normalization', ()))} channel(s) but {description.root} has "
+            f"{path} plans {len(plan['normalization'])} channel(s) but {description.root} has "
             f"{description.in_channels}: pass the plan of this dataset, or leave data.plan out to plan afresh"
         )
     return plan

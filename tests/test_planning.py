@@ -226,3 +226,23 @@ def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
     description = describe_dataset(str(root))
     with pytest.raises(DatasetError, match=r"case\(s\) phantom_001 are not 3D volumes"):
         plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+
+
+def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
+    from segnet.errors import ConfigError
+    from segnet.plan_run import read_plan
+
+    description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:2])))
+    path = tmp_path / "plans.json"
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="is not valid JSON"):
+        read_plan(path, description)
+    path.write_text(json.dumps({"orientation": "RAS", "normalization": [{"scheme": "zscore"}]}))
+    with pytest.raises(ConfigError, match=r"is not a segnet plan \(it lacks configurations, configurations.2d, "):
+        read_plan(path, description)
+    plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+    path.write_text(json.dumps({**plan, "normalization": plan["normalization"] * 2}))
+    with pytest.raises(ConfigError, match="plans 2 channel"):
+        read_plan(path, description)
+    with pytest.raises(ConfigError, match="is not a file"):
+        read_plan(tmp_path / "nowhere.json", description)
