@@ -6,7 +6,8 @@ compiles the CPU library, and the CUDA library where nvcc is found (for TORCH_CU
 by default what the JIT build uses), with torch.utils.cpp_extension (CppExtension,
 CUDAExtension: ops-only libraries, no Python module) into ops/_lib/ with a build_info.json of
 what they were built against (ops/shipped.py checks it at load). The C++/CUDA sources travel
-in the package (ops/csrc/), so any install can still build the op just in time.
+in the package (ops/csrc/), so any install can still build the op just in time, and so does the
+configuration (segnet/conf/), so an install predicts with `python -m segnet.predict_run`.
 
 The op is compiled against the torch the build runs with, so the build needs that torch: with
 pip's default build isolation there is none, and the wheel is pure Python (it JIT-builds, as
@@ -29,20 +30,28 @@ from setuptools.command.sdist import sdist
 PROJECT = Path(__file__).resolve().parent.parent
 
 
+# Top-level folders a wheel carries inside its packages: the op's sources (for JIT builds), and
+# the configuration (so that `python -m segnet.predict_run` runs from an install).
+PACKAGED_FOLDERS = {"csrc": "ops/csrc", "conf": "segnet/conf"}
+
+
 class _BuildPyWithSources(build_py):
-    """Copies csrc/ into the package as ops/csrc/."""
+    """Copies PACKAGED_FOLDERS into the packages."""
 
     def run(self) -> None:
         super().run()
         if not self.editable_mode:
-            shutil.copytree(PROJECT / "csrc", Path(self.build_lib) / "ops" / "csrc", dirs_exist_ok=True)
+            for folder, inside in PACKAGED_FOLDERS.items():
+                shutil.copytree(PROJECT / folder, Path(self.build_lib) / inside, dirs_exist_ok=True)
 
 
 class _SdistWithSources(sdist):
-    """Puts csrc/ into the source distribution, whose wheel then packages it."""
+    """Puts PACKAGED_FOLDERS into the source distribution, whose wheel then packages them."""
 
     def make_distribution(self) -> None:
-        self.filelist.extend(str(p.relative_to(PROJECT)) for p in sorted((PROJECT / "csrc").rglob("*")) if p.is_file())
+        for folder in PACKAGED_FOLDERS:
+            self.filelist.extend(str(p.relative_to(PROJECT)) for p in sorted((PROJECT / folder).rglob("*"))
+                                 if p.is_file())
         super().make_distribution()
 
 

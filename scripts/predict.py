@@ -5,31 +5,15 @@
 
 Writes <output>/<case>.nii.gz (uint8, in each image's own geometry) and, with
 save_probabilities=true, <output>/<case>.npz (probabilities, class_names). conf/predict.yaml
-lists the options.
+lists the options. Where segnet is installed from a wheel, `python -m segnet.predict_run` is the
+same command.
 """
 
 import sys
 from pathlib import Path
 
-import hydra
-from omegaconf import DictConfig
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from segnet.config import register_resolvers  # noqa: E402
-from segnet.errors import user_errors_as_one_line  # noqa: E402
-from segnet.predict_run import predict  # noqa: E402
-
-register_resolvers()
-
-
-@hydra.main(version_base="1.3", config_path="../conf", config_name="predict")
-def main(cfg: DictConfig) -> None:
-    with user_errors_as_one_line():
-        predict(cfg)
-
+from segnet.predict_run import main  # noqa: E402
 
 if __name__ == "__main__":
-    # model=PATH.pt2 names an exported package; Hydra would take `model` for the config group
-    # conf/model/, so it reaches the configuration as `exported`.
-    sys.argv = ["exported=" + a.removeprefix("model=") if a.startswith("model=") else a for a in sys.argv]
     main()

@@ -1,13 +1,19 @@
-"""OmegaConf resolvers used by conf/: ${dataset:ROOT,FIELD} reads a dataset folder's
-dataset.json, so channel and class counts are never typed twice; ${runnable_backends:} is the
-sweep list of op backends this machine can run."""
+"""Where conf/ is, and the OmegaConf resolvers it uses: ${dataset:ROOT,FIELD} reads a dataset
+folder's dataset.json, so channel and class counts are never typed twice; ${runnable_backends:}
+is the sweep list of op backends this machine can run."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 
 from .data.dataset_json import describe_dataset
+
+# Inside the package in a wheel (ops/build_backend.py puts it there), beside it in a checkout.
+_PACKAGED_CONF = Path(__file__).resolve().parent / "conf"
+CONF = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else Path(__file__).resolve().parent.parent / "conf"
 
 
 def _dataset_field(root: str, field: str):

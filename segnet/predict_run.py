@@ -1,14 +1,18 @@
-"""From a prediction config to label maps on disk: what scripts/predict.py calls."""
+"""From a prediction config to label maps on disk: what scripts/predict.py runs, and what
+`python -m segnet.predict_run` runs where segnet is installed from a wheel (no scripts/)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
+import hydra
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from .errors import ConfigError
+from .config import CONF, register_resolvers
+from .errors import ConfigError, user_errors_as_one_line
 from .evaluate_run import evaluation_device, load_for_inference
 from .exported_model import ExportedModel
 from .prediction import Prediction, PredictionWriter, Predictor, find_cases
@@ -47,3 +51,22 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]
     log.info("label maps in %s", cfg.output)
     return predictions
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF), config_name="predict")
+def _hydra_main(cfg: DictConfig) -> None:
+    with user_errors_as_one_line():
+        predict(cfg)
+
+
+def main() -> None:
+    """python scripts/predict.py ARGS, or python -m segnet.predict_run ARGS."""
+    register_resolvers()
+    # model=PATH.pt2 names an exported package; Hydra would take `model` for the config group
+    # conf/model/, so it reaches the configuration as `exported`.
+    sys.argv = ["exported=" + a.removeprefix("model=") if a.startswith("model=") else a for a in sys.argv]
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -20,7 +20,9 @@ from train_helpers import ROOT, train_tiny_task
 
 from ops import library, shipped
 from segnet.checkpoint_loading import load_module
+from segnet.data.dataset_json import Case
 from segnet.exporting import export_module
+from segnet.prediction import PredictionWriter, Predictor
 
 
 def fake_wheel_lib(folder: Path, torch_version: str) -> Path:
@@ -74,7 +76,7 @@ def test_info_says_what_would_load_and_why():
 
 
 @pytest.mark.slow
-def test_the_wheel_runs_the_op_without_a_compiler(tmp_path):
+def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained):
     source = tmp_path / "source"
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
@@ -112,6 +114,21 @@ def test_the_wheel_runs_the_op_without_a_compiler(tmp_path):
     if Path(library.DEFAULT_CUDA_HOME, "bin", "nvcc").exists():
         assert "cuda" in recorded["libraries"] and recorded["cuda_archs"] == "9.0"
     assert next(venv.glob("lib/python*/site-packages/ops/csrc/march/window.h")).is_file()  # sources for a JIT build
+
+    # Prediction from an exported model, with the installed package alone (no scripts/, no checkout).
+    root, checkpoint = trained
+    module = load_module(checkpoint, backend="cpp")
+    export_module(module, tmp_path / "model.pt2", "exported_program", torch.device("cpu"))
+    image = root / "imagesTr" / "case_000.nii.gz"
+    predicted = subprocess.run(
+        [venv / "bin" / "python", "-m", "segnet.predict_run", f"model={tmp_path / 'model.pt2'}", f"input={image}",
+         f"output={tmp_path / 'labels'}", "device=cpu", f"hydra.run.dir={tmp_path / 'predict'}"],
+        env=bare, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    expected = PredictionWriter(Predictor([module], tta=True), tmp_path / "expected").run_case(
+        Case("case_000", (str(image),), None))
+    written = nib.load(tmp_path / "labels" / "case_000.nii.gz")
+    assert np.array_equal(np.asarray(written.dataobj), expected.label_map)
 
 
 @pytest.fixture(scope="module")
