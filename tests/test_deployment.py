@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,19 @@ def test_info_says_what_would_load_and_why():
                              "without the op)"
 
 
+def venv_seeing_this_interpreters_packages(venv: Path) -> Path:
+    """A new venv that imports torch and the other dependencies from this interpreter's
+    site-packages, whatever this interpreter is (a venv, a conda env, a system Python): `venv
+    --system-site-packages` would see only the base interpreter's. The folders are listed in a .pth
+    file, so they come after the venv's own site-packages (the wheel's package wins) and their own
+    .pth files, an editable install of the checkout among them, are not run."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    own = next(venv.glob("lib/python*/site-packages"))
+    outer = [p for p in (*site.getsitepackages(), site.getusersitepackages()) if Path(p).is_dir()]
+    (own / "outer_site_packages.pth").write_text("".join(f"{p}\n" for p in outer))
+    return venv
+
+
 @pytest.mark.slow
 def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained):
     source = tmp_path / "source"
@@ -86,8 +100,7 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-build-isolation", "--no-deps", "-q",
                     "-w", str(tmp_path / "dist")], check=True, env=env, timeout=1200, capture_output=True)
     (wheel,) = (tmp_path / "dist").glob("segnet-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    venv = venv_seeing_this_interpreters_packages(tmp_path / "venv")
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    timeout=300, capture_output=True)
     empty_cache = tmp_path / "cache"
