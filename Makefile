@@ -4,7 +4,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 STAMP := .installed
 
-.PHONY: install build wheel train test test-fast bench gpu-check clean
+.PHONY: install build wheel train lint test test-fast bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PIP) install -e ".[test]"
@@ -21,7 +21,10 @@ wheel: $(STAMP)  ## a wheel with the compiled op inside, for this torch, into di
 train: $(STAMP)  ## default training on built-in synthetic 2D data
 	$(PYTHON) train.py $(ARGS)
 
-test: $(STAMP)  ## everything CI runs
+lint: $(STAMP)  ## ruff, with the rules in pyproject.toml
+	$(PYTHON) -m ruff check .
+
+test: lint  ## everything CI runs: lint, then the whole suite
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 test-fast: $(STAMP)

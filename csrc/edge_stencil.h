@@ -1,4 +1,4 @@
-// Per-element math of the edge-enhancement op (shared/design/edge-op.md), shared by the CPU
+// Per-element math of the edge-enhancement op (docs/edge-op.md), shared by the CPU
 // kernels, the CUDA kernels and the host emulation of the CUDA kernels. Everything here is a
 // pure inline function so that the same arithmetic runs on both sides.
 #pragma once

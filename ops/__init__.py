@@ -1,4 +1,4 @@
-"""The edge-enhancement op with python, cpp and cuda backends (its contract: README.md, "The edge op")."""
+"""The edge-enhancement op with python, cpp and cuda backends (its contract: docs/edge-op.md)."""
 
 from .functional import BACKENDS, edge_enhance, resolve_backend
 from .functional import load_compiled as load_library

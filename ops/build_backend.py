@@ -7,7 +7,7 @@ by default what the JIT build uses), with torch.utils.cpp_extension (CppExtensio
 CUDAExtension: ops-only libraries, no Python module) into ops/_lib/ with a build_info.json of
 what they were built against (ops/shipped.py checks it at load). The C++/CUDA sources travel
 in the package (ops/csrc/), so any install can still build the op just in time, and so does the
-configuration (segnet/conf/), so an install predicts with `python -m segnet.predict_run`.
+configuration (segnet/conf/), so an install predicts with `segnet-predict`.
 
 The op is compiled against the torch the build runs with, so the build needs that torch: with
 pip's default build isolation there is none, and the wheel is pure Python (it JIT-builds, as
@@ -31,7 +31,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 
 # Top-level folders a wheel carries inside its packages: the op's sources (for JIT builds), and
-# the configuration (so that `python -m segnet.predict_run` runs from an install).
+# the configuration (so that `segnet-predict` runs from an install).
 PACKAGED_FOLDERS = {"csrc": "ops/csrc", "conf": "segnet/conf"}
 
 

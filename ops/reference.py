@@ -1,4 +1,4 @@
-"""The python backend: the readable definition of the edge op (shared/design/edge-op.md).
+"""The python backend: the readable definition of the edge op (docs/edge-op.md).
 
 Replicate padding, a fixed depthwise convolution with the normalized Sobel kernels, then the
 pointwise magnitude. Autograd of this composition defines the gradients every fused backend

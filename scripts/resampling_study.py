@@ -7,7 +7,7 @@ Generates (segnet.data.phantom) a training set of 1 mm isotropic RAS scans, and 
 stored three times: on the training grid, at 0.75 x 0.75 x 2 mm in LPS, and as 3 mm sagittal
 slices of 0.5 mm pixels (the same anatomy, so only the geometry differs). Trains the same 2D
 model twice (data.resample=true, the default, and false), evaluates both on every copy with
-scripts/evaluate.py's code, and prints foreground Dice as a Markdown table.
+segnet-evaluate's code, and prints foreground Dice as a Markdown table.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from hydra import compose, initialize_config_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from segnet.checkpoint_loading import load_module  # noqa: E402
+from segnet.inference.loading import load_module  # noqa: E402
 from segnet.config import register_resolvers  # noqa: E402
 from segnet.data.dataset_json import describe_dataset  # noqa: E402
 from segnet.data.phantom import write_phantom_dataset  # noqa: E402
-from segnet.evaluation import Evaluator, summarize  # noqa: E402
-from segnet.run import train  # noqa: E402
+from segnet.evaluation.evaluator import Evaluator, summarize  # noqa: E402
+from segnet.training.api import train  # noqa: E402
 
 TRAIN_GRID = ((1.0, 1.0, 1.0), "RAS")
 EVAL_GRIDS = {  # name: (spacing, stored axis order) of the same four new cases

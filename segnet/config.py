@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from .data.dataset_json import describe_dataset
+from segnet.data.dataset_json import describe_dataset
 
 # Inside the package in a wheel (ops/build_backend.py puts it there), beside it in a checkout.
 _PACKAGED_CONF = Path(__file__).resolve().parent / "conf"

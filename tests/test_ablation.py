@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
-from segnet.run import build_module, train
+from segnet.training.api import build_module, train
 
 
 class LossRecorder(L.Callback):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from train_helpers import run_train_script, tiny_overrides
 
-from segnet.checkpoint_loading import CheckpointError, load_module
+from segnet.inference.loading import CheckpointError, load_module
 
 
 class RunsCodeWhenUnpickled:
@@ -50,8 +50,8 @@ def test_resuming_training_from_it_is_refused_before_any_code_runs(hostile_check
 def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path):
     from train_helpers import compose_config
 
-    from segnet.evaluation import Evaluator
-    from segnet.run import train
+    from segnet.evaluation.evaluator import Evaluator
+    from segnet.training.api import train
 
     train(compose_config(tiny_overrides() + ["op=cpp", "trainer.precision=bf16-mixed"], output_dir=tmp_path))
     module = load_module(tmp_path / "checkpoints" / "last.ckpt", backend="cpp")

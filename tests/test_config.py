@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 from train_helpers import CONF, compose_config, run_train_script, tiny_overrides, write_decathlon
 
 from segnet.errors import ConfigError, DatasetError
-from segnet.run import resolve_run_backend, train
+from segnet.training.api import resolve_run_backend, train
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
 

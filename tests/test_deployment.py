@@ -19,11 +19,11 @@ import pytest
 import torch
 from train_helpers import ROOT, train_tiny_task
 
-from ops import library, shipped
-from segnet.checkpoint_loading import load_module
+from ops import library, shipped, standalone
+from segnet.inference.loading import load_module
 from segnet.data.dataset_json import Case
-from segnet.exporting import export_module
-from segnet.prediction import PredictionWriter, Predictor
+from segnet.export.exporter import export_module
+from segnet.inference.predictor import PredictionWriter, Predictor
 
 
 def fake_wheel_lib(folder: Path, torch_version: str) -> Path:
@@ -134,7 +134,7 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
     export_module(module, tmp_path / "model.pt2", "exported_program", torch.device("cpu"))
     image = root / "imagesTr" / "case_000.nii.gz"
     predicted = subprocess.run(
-        [venv / "bin" / "python", "-m", "segnet.predict_run", f"model={tmp_path / 'model.pt2'}", f"input={image}",
+        [venv / "bin" / "python", "-m", "segnet.inference.api", f"model={tmp_path / 'model.pt2'}", f"input={image}",
          f"output={tmp_path / 'labels'}", "device=cpu", f"hydra.run.dir={tmp_path / 'predict'}"],
         env=bare, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert predicted.returncode == 0, predicted.stderr[-3000:]
@@ -164,9 +164,9 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
     torch.manual_seed(0)
     inputs = [torch.randn(2, 1, 16, 24), torch.randn(1, 1, 40, 8)]  # two sizes, both multiples of the stride
     torch.save(inputs, tmp_path / "inputs.pt")
-    # scripts/run_export.py fails if the training code (segnet, Hydra, Lightning, MONAI) was imported
-    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_export.py"), str(package),
-                          "--inputs", str(tmp_path / "inputs.pt"), "--outputs", str(tmp_path / "outputs.pt")],
+    # ops/standalone.py fails if the training code (segnet, Hydra, Lightning, MONAI) was imported
+    ran = subprocess.run(standalone.command(package, "--inputs", str(tmp_path / "inputs.pt"),
+                                            "--outputs", str(tmp_path / "outputs.pt")),
                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ran.returncode == 0, ran.stderr[-3000:]

@@ -26,10 +26,10 @@ from train_helpers import (
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
-from segnet.evaluation import METRICS, Evaluator, score_case, select_cases, summarize, write_reports
-from segnet.lightning_module import SegmentationModule
+from segnet.evaluation.evaluator import METRICS, Evaluator, score_case, select_cases, summarize, write_reports
+from segnet.training.module import SegmentationModule
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
-from segnet.run import train
+from segnet.training.api import train
 
 
 def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():

@@ -13,9 +13,9 @@ from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_decath
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import DatasetError
-from segnet.evaluation import score_case
-from segnet.loss import SegmentationLoss
-from segnet.run import train
+from segnet.evaluation.evaluator import score_case
+from segnet.model.loss import SegmentationLoss
+from segnet.training.api import train
 
 
 def with_ignore(root, value=3):

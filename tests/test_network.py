@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import ops
-from segnet.network import EdgeUNet
+from segnet.model.network import EdgeUNet
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 

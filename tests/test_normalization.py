@@ -12,9 +12,9 @@ import torch
 from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_nifti
 
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.fingerprint import fingerprint_dataset
+from segnet.planning.fingerprint import fingerprint_dataset
 from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize
-from segnet.run import train
+from segnet.training.api import train
 
 
 def ct_case(air_rows: int, seed: int, shape=(24, 24, 16)) -> tuple[np.ndarray, np.ndarray]:
@@ -82,8 +82,8 @@ def test_other_schemes():
 
 
 def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
-    from segnet.checkpoint_loading import load_module
-    from segnet.prediction import PredictionWriter, Predictor
+    from segnet.inference.loading import load_module
+    from segnet.inference.predictor import PredictionWriter, Predictor
 
     root = write_ct_dataset(tmp_path / "CT")
     run = tmp_path / "run"

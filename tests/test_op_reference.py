@@ -1,4 +1,4 @@
-"""The python reference against values worked out by hand from shared/design/edge-op.md."""
+"""The python reference against values worked out by hand from docs/edge-op.md."""
 
 from __future__ import annotations
 

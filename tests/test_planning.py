@@ -15,20 +15,20 @@ import pytest
 import torch
 from train_helpers import ROOT, TINY_MODEL, TINY_TRAINER, compose_config
 
-from segnet.checkpoint_loading import load_module
+from segnet.inference.loading import load_module
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.fingerprint import fingerprint_dataset, ras_geometry
+from segnet.planning.fingerprint import fingerprint_dataset, ras_geometry
 from segnet.data.phantom import sample_phantom, write_phantom_dataset
-from segnet.data.planning import (
+from segnet.planning.planner import (
     BATCH_SHARE, MIN_BATCH, orientation, patch_and_batch, plan_dataset, saved_bytes_per_voxel, target_spacing,
 )
 from segnet.data.transforms import eval_transforms
 from segnet.metrics import dice_per_class
-from segnet.prediction import PredictionWriter, Predictor
-from segnet.run import train
+from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.training.api import train
 
 MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm": "instance", "act": "prelu",
-         "dropout": 0.0, "edge": {"placement": ["input", "skips"], "alpha_init": 0.1}}
+         "dropout": 0.0, "edge_placement": ["input", "skips"], "edge_alpha_init": 0.1}
 # One anatomy, stored as different scanners store it: isotropic RAS, thick-slice LPS, and
 # thick slices along R with permuted axes.
 MIXED_GRIDS = [((1.0, 1.0, 1.0), "RAS"), ((0.75, 0.75, 2.0), "LPS"), ((2.0, 0.75, 0.75), "SAR"),
@@ -64,7 +64,7 @@ def test_the_slicing_axis_is_the_coarsest_and_goes_last():
 def test_saved_bytes_scale_with_the_patch_voxels():
     """The memory model's one assumption: activations grow with voxels (counted, not timed)."""
     per_voxel = saved_bytes_per_voxel(MODEL, 3, 1, 3)
-    from segnet.network import EdgeUNet
+    from segnet.model.network import EdgeUNet
 
     net = EdgeUNet(3, 1, 3, MODEL["channels"], MODEL["strides"], edge_backend="python")
     weights = {p.data_ptr() for p in net.parameters()}
@@ -207,7 +207,7 @@ def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
     assert len(plan["fingerprint"]["foreground_intensities"]) == 2
     out = tmp_path / "predicted"
     writer = PredictionWriter(Predictor([load_module(run / "checkpoints" / "last.ckpt", backend="cpp")]), out)
-    from segnet.prediction import find_cases
+    from segnet.inference.predictor import find_cases
 
     (case, *_) = find_cases(root / "imagesTr", in_channels=2)
     written = nib.load(writer.run_case(case).file)
@@ -230,7 +230,7 @@ def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
 
 def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
     from segnet.errors import ConfigError
-    from segnet.plan_run import read_plan
+    from segnet.planning.api import read_plan
 
     description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:2])))
     path = tmp_path / "plans.json"

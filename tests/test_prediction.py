@@ -1,4 +1,4 @@
-"""scripts/predict.py: new images (no labels, no dataset.json) to label maps in each image's own
+"""segnet-predict: new images (no labels, no dataset.json) to label maps in each image's own
 geometry, with flips, ensembles and probabilities; the same code evaluation scores."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from train_helpers import ROOT, train_tiny_task, write_nifti
 
 from segnet.errors import ConfigError, DatasetError
-from segnet.prediction import find_cases
+from segnet.inference.predictor import find_cases
 
 
 def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
@@ -91,4 +91,4 @@ def test_missing_arguments_are_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of them: "
-        "python scripts/predict.py ckpt_path=CKPT input=IMAGES output=FOLDER")
+        "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER")

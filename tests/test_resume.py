@@ -16,8 +16,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
-from segnet.checkpoint_saving import AtomicCheckpointIO
-from segnet.run import train
+from segnet.training.checkpoints import AtomicCheckpointIO
+from segnet.training.api import train
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
 
@@ -43,7 +43,7 @@ def test_last_is_the_end_of_training_and_best_the_best_validation(tmp_path):
 
 
 def test_last_is_written_every_n_steps_and_at_a_step_limit(tmp_path):
-    run(tmp_path, ["callbacks.checkpoint.every_n_steps=1", "trainer.max_epochs=3", "trainer.max_steps=3"])
+    run(tmp_path, ["callbacks.last_checkpoint.every_n_train_steps=2", "trainer.max_epochs=3", "trainer.max_steps=3"])
     assert checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 3  # mid-epoch
 
 
@@ -105,7 +105,8 @@ def test_resuming_with_more_epochs_keeps_the_schedule(tmp_path):
     extended = learning_rates(tmp_path)
     # the first fit's schedule ended at its floor; a longer resume stays there instead of jumping back up
     assert extended[STEPS_PER_EPOCH] <= rates[STEPS_PER_EPOCH - 1]
-    assert checkpoint(tmp_path / "checkpoints" / "last.ckpt")["schedule_steps"] == STEPS_PER_EPOCH
+    (schedule,) = checkpoint(tmp_path / "checkpoints" / "last.ckpt")["lr_schedulers"]
+    assert schedule["_milestones"][-1] == STEPS_PER_EPOCH  # the end of the cosine: the first fit's
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_decath
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.splits import choose_split, kfold
 from segnet.errors import ConfigError
-from segnet.evaluation import select_cases
-from segnet.run import train
+from segnet.evaluation.evaluator import select_cases
+from segnet.training.api import train
 
 
 def test_folds_partition_the_cases_like_scikit_learns_kfold():

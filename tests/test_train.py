@@ -10,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides, write_decathlon
 
-from segnet.run import train
+from segnet.training.api import train
 
 METRIC_KEYS = {
     "val_dice_mean", "best_val_dice_mean", "val_dice_per_class", "step_time_ms_median", "samples_per_s",
@@ -39,7 +39,7 @@ def test_tiny_run_writes_the_run_folder(tmp_path, backend, spatial_dims):
 
 
 def test_checkpoint_rebuilds_the_model_with_its_config(tmp_path):
-    from segnet.lightning_module import SegmentationModule
+    from segnet.training.module import SegmentationModule
 
     run(tmp_path, tiny_overrides() + ["op=cpp"])
     module = SegmentationModule.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt", backend="python")
@@ -70,9 +70,9 @@ def test_resume_continues_the_step_count(tmp_path):
 
 
 def test_plain_unet_has_no_edge_layers(tmp_path):
-    from segnet.lightning_module import SegmentationModule
+    from segnet.training.module import SegmentationModule
 
-    run(tmp_path, tiny_overrides() + ["model.edge.placement=[]"])
+    run(tmp_path, tiny_overrides() + ["model.edge_placement=[]"])
     module = SegmentationModule.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
     assert module.net.edge_layers() == []
 
@@ -172,7 +172,7 @@ def test_a_broken_dataset_stops_training_with_every_problem_named(tmp_path):
 
 def test_unreadable_files_and_duplicate_cases_are_named(tmp_path):
     from segnet.data.dataset_json import describe_dataset
-    from segnet.data.integrity import verify_dataset
+    from segnet.planning.integrity import verify_dataset
     from segnet.errors import DatasetError
 
     root = write_decathlon(tmp_path / "Task", cases=3)

@@ -6,7 +6,7 @@
 //     grad_x = grad_y + sum_d K_d^T v_d,   K_d^T separable like K_d.
 // Each clamped 3-tap adjoint is the interior formula (S^T u = u[-1] + 2 u + u[+1],
 // D^T u = u[-1] - u[+1]) with one ghost sample past each end: a copy of the end sample for S^T,
-// its negative for D^T (this reproduces the folded border taps of shared/design/edge-op.md,
+// its negative for D^T (this reproduces the folded border taps of docs/edge-op.md,
 // including axes of length 1). The adjoint runs axis by axis in the reverse order of the
 // forward pass:
 //     along the strip:        u_outer = S_W^T v_outer,  u_middle = S_W^T v_middle,  u_inner = D_W^T v_inner

@@ -1,7 +1,6 @@
 // The forward stencil as a window that slides along the outer axis, shared by both passes.
 //
-// The normalized Sobel derivatives are separable (shared/design/edge-op.md, in the repo's
-// README): along each axis either smoothing S = [1, 2, 1] or difference D = [-1, 0, 1]. When
+// The normalized Sobel derivatives are separable (docs/edge-op.md): along each axis either smoothing S = [1, 2, 1] or difference D = [-1, 0, 1]. When
 // plane q arrives, a lane first combines the three rows it read across the middle axis (3D),
 // then along its strip with the neighbours' samples at the strip's ends:
 //     A = S_W S_M x,   B = D_W S_M x,   C = S_W D_M x                    (2D: S_M = identity)

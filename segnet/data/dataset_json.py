@@ -15,7 +15,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DatasetError
+from segnet.errors import DatasetError
+
+
+IMAGE_ENDINGS = (".nii.gz", ".nii", ".nrrd", ".mha")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,11 @@ class DatasetDescription:
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    @property
+    def labelled(self) -> tuple[Case, ...]:
+        """The cases with labels: training plus validation (what planning, checks and splits use)."""
+        return (*self.training, *(self.validation or ()))
+
 
 def _fail(path: Path, problem: str) -> DatasetError:
     return DatasetError(f"{path}: {problem}")
@@ -56,12 +64,14 @@ def _resolve(root: Path, entry: str, json_path: Path) -> str:
     return str(path)
 
 
-def _case_name(file_name: str) -> str:
+def image_stem(file_name: str | Path) -> str | None:
+    """The name of an image file without its ending, or None for a file that is not an image."""
     name = Path(file_name).name
-    for ending in (".nii.gz", ".nii", ".nrrd", ".mha", ".npz"):
-        if name.endswith(ending):
-            return name[: -len(ending)]
-    return Path(name).stem
+    return next((name[: -len(e)] for e in IMAGE_ENDINGS if name.endswith(e)), None)
+
+
+def _case_name(file_name: str) -> str:
+    return image_stem(file_name) or Path(file_name).stem
 
 
 def _class_names_decathlon(labels: dict, json_path: Path) -> tuple[str, ...]:

@@ -8,10 +8,10 @@ import lightning as L
 from monai.data import CacheDataset, DataLoader
 from torch.utils.data import RandomSampler
 
-from ..errors import ConfigError
-from .dataset_json import Case, describe_dataset
-from .splits import choose_split
-from .transforms import eval_transforms, train_transforms
+from segnet.errors import ConfigError
+from segnet.data.dataset_json import Case, describe_dataset
+from segnet.data.splits import choose_split
+from segnet.data.transforms import eval_transforms, train_transforms
 
 
 def case_dicts(cases: Sequence[Case]) -> list[dict]:
@@ -46,7 +46,7 @@ class DecathlonDataModule(L.LightningDataModule):
         self.steps_per_epoch = steps_per_epoch
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
-        # The dataset's plan (segnet.plan_run, checked for integrity there, once for all ranks).
+        # The dataset's plan (segnet.planning.api, checked for integrity there, once for all ranks).
         self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing}
 
     def setup(self, stage: str | None = None) -> None:

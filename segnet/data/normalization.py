@@ -8,7 +8,7 @@
 - "rescale_to_0_1": each volume scaled to [0, 1] by its minimum and maximum.
 - anything else (MRI, T1, T2, FLAIR, ...): z-scored per volume over the body, its non-zero
   voxels, since MRI intensities have no absolute scale.
-The plan (one entry per channel) is part of the dataset's plan (segnet.data.planning), stored in
+The plan (one entry per channel) is part of the dataset's plan (segnet.planning.planner), stored in
 the checkpoint, and used as is by evaluation and prediction.
 """
 
@@ -33,7 +33,7 @@ def scheme_of(channel_name: str) -> str:
 
 def normalization_plan(channel_names: Sequence[str], foreground: Sequence[dict[str, float]]) -> list[dict[str, Any]]:
     """One entry per channel: its scheme, and for CT the dataset's foreground statistics (the
-    fingerprint's foreground_intensities, segnet.data.fingerprint)."""
+    fingerprint's foreground_intensities, segnet.planning.fingerprint)."""
     plan = []
     for channel, name in enumerate(channel_names):
         entry: dict[str, Any] = {"channel": name, "scheme": scheme_of(name)}

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, DatasetError
-from .dataset_json import Case, DatasetDescription
+from segnet.errors import ConfigError, DatasetError
+from segnet.data.dataset_json import Case, DatasetDescription
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _cases(names: Sequence[str], by_name: dict[str, Case], source: Path | str) -
 
 
 def choose_split(description: DatasetDescription, fold: int | str, num_folds: int, split_seed: int) -> Split:
-    training = list(description.training) + list(description.validation or ())
+    training = list(description.labelled)
     by_name = {c.name: c for c in training}
     if str(fold) == "all":
         return Split("all", "every case trains and validates", tuple(training), tuple(training))
@@ -90,5 +90,5 @@ def choose_split(description: DatasetDescription, fold: int | str, num_folds: in
 def read_split(path: Path, description: DatasetDescription) -> Split:
     """The split a run recorded in its splits.json."""
     recorded = json.loads(path.read_text())
-    by_name = {c.name: c for c in list(description.training) + list(description.validation or ())}
+    by_name = {c.name: c for c in description.labelled}
     return Split(recorded["fold"], str(path), _cases(recorded["train"], by_name, path), _cases(recorded["val"], by_name, path))

@@ -8,7 +8,7 @@ import torch
 from monai.data import create_test_image_2d, create_test_image_3d
 from torch.utils.data import DataLoader, Dataset
 
-from .samples import Sample
+from segnet.data.samples import Sample
 
 
 class SyntheticSegmentation(Dataset):

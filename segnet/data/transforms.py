@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from monai import transforms as T
 
-from .normalization import NormalizeChannelsd
+from segnet.data.normalization import NormalizeChannelsd
 
 KEYS = ("image", "label")
 

@@ -22,13 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 
 import ops
 
-from .callbacks import StepTimer
-from .checkpoint_loading import refusing_unsafe
-from .checkpoint_saving import AtomicCheckpointIO, LastCheckpoint
-from .data.dataset_json import describe_dataset
-from .errors import ConfigError, DatasetError
-from .lightning_module import SegmentationModule
-from .plan_run import plan_for_run
+from segnet.training.callbacks import StepTimer
+from segnet.inference.loading import one_checkpoint, refusing_unsafe
+from segnet.training.checkpoints import AtomicCheckpointIO
+from segnet.data.dataset_json import describe_dataset
+from segnet.errors import ConfigError, DatasetError
+from segnet.training.module import SegmentationModule
+from segnet.planning.api import plan_for_run
 
 log = logging.getLogger(__name__)
 
@@ -169,9 +169,7 @@ def _score(value: Any) -> float:
 def continue_in_run_folder(cfg: DictConfig) -> None:
     """Resuming from <run>/checkpoints/*.ckpt continues in <run>: its checkpoints (and so the
     best score so far), logs and metrics.json stay together."""
-    checkpoint = Path(cfg.ckpt_path)
-    if not checkpoint.is_file():
-        raise ConfigError(f"ckpt_path={checkpoint} is not a file; point it at a run's checkpoints/last.ckpt")
+    checkpoint = one_checkpoint(cfg, "resuming")
     if checkpoint.parent.name == "checkpoints":
         run_folder = checkpoint.resolve().parent.parent
         log.info("resuming %s in its run folder %s", checkpoint, run_folder)
@@ -206,8 +204,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     fit_seconds = time.perf_counter() - start
     final = trainer.validate(module, datamodule=datamodule, verbose=False, weights_only=True)[0]
 
-    checkpoint = trainer.checkpoint_callback  # best.ckpt's
-    last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
+    # best.ckpt's ModelCheckpoint monitors the validation Dice; last.ckpt's monitors nothing
+    checkpoint = next((c for c in trainer.checkpoint_callbacks if c.monitor), None)
+    last = next((c for c in trainer.checkpoint_callbacks if not c.monitor), None)
+    last_path = Path(last.format_checkpoint_name({})) if last else None
     timer = next(c for c in callbacks if isinstance(c, StepTimer))
     memory, memory_kind = peak_memory_mb(module.device)
     metrics = {
@@ -226,7 +226,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "validation_share_of_fit": timer.validation_seconds / fit_seconds if fit_seconds else float("nan"),
         "checkpoints": {
             "best": checkpoint.best_model_path if checkpoint else "",
-            "last": str(last.path) if last and last.path.is_file() else "",
+            "last": str(last_path) if last_path and last_path.is_file() else "",
         },
         "resumed_from": cfg.ckpt_path,
         "versions": versions(),

@@ -1,6 +1,6 @@
 """Evaluation of a checkpoint on a dataset folder, shaped like nnU-Net's.
 
-Each case is predicted by segnet.prediction (loaded as in training, predicted whole: slice by
+Each case is predicted by segnet.inference.predictor (loaded as in training, predicted whole: slice by
 slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA; mapped back to the
 image's own geometry and written as a NIfTI with the image's affine), and scored against the
 label file as stored, per class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
@@ -21,14 +21,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .data.dataset_json import Case, DatasetDescription
-from .data.splits import choose_split, read_split
-from .errors import ConfigError
-from .lightning_module import SegmentationModule
-from .metrics import (
+from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.data.splits import choose_split, read_split
+from segnet.errors import ConfigError
+from segnet.training.module import SegmentationModule
+from segnet.metrics import (
     diagonal_mm, dice_per_class, drop_ignored, hd95_per_class, nanmean, nsd_per_class, overlap_counts,
 )
-from .prediction import PredictionWriter, Predictor
+from segnet.inference.predictor import PredictionWriter, Predictor
 
 SPLITS = ("validation", "test", "all")
 
@@ -45,7 +45,7 @@ def select_cases(
             raise ConfigError(f"{description.root} lists no test images (imagesTs); use data.split=validation or all")
         return list(description.test)
     if split == "all":
-        return list(description.training) + list(description.validation or ()) + list(description.test)
+        return [*description.labelled, *description.test]
     if splits_file is not None and splits_file.is_file():
         return list(read_split(splits_file, description).val)
     return list(choose_split(description, data_hparams.get("fold", 0), data_hparams.get("num_folds", 5),

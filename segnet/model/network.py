@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -102,3 +103,9 @@ class EdgeUNet(nn.Module):
 
     def edge_layers(self) -> list[EdgeEnhance]:
         return [m for m in self.modules() if isinstance(m, EdgeEnhance)]
+
+
+def build_network(model: dict[str, Any], backend: str, **overrides: Any) -> EdgeUNet:
+    """The network of a model config (conf/model/, whose keys are EdgeUNet's arguments), with
+    `overrides` of some of them (planning counts both spatial modes)."""
+    return EdgeUNet(**{**model, **overrides}, edge_backend=backend)

@@ -1,7 +1,7 @@
 """Whole-image inference shared by validation and evaluation.
 
 - 2D model, 2D image: one forward pass.
-- 2D model, 3D volume: slice by slice along the last axis, in batches.
+- 2D model, 3D volume: slice by slice along the last axis, in batches (MONAI's SliceInferer).
 - 3D model: sliding window with Gaussian blending (MONAI's SlidingWindowInferer); a volume no
   larger than the window is one pass.
 """
@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 import torch
-from monai.inferers import SlidingWindowInferer
+from monai.inferers import SliceInferer, SlidingWindowInferer
 
 Network = Callable[[torch.Tensor], torch.Tensor]
 
@@ -40,8 +40,8 @@ def predict_logits(
 ) -> torch.Tensor:
     """Logits of shape (N, classes, *spatial) for an image of shape (N, C, *spatial)."""
     image_dims = image.dim() - 2
-    if model_dims == 2 and image_dims == 3:
-        return _slice_by_slice(net, image, slice_batch)
+    if model_dims == 2 and image_dims == 3:  # whole slices across the last axis, slice_batch at a time
+        return SliceInferer(roi_size=(-1, -1), sw_batch_size=slice_batch, spatial_dim=2, overlap=0.0)(image, net)
     if model_dims == 3 and any(s > r for s, r in zip(image.shape[2:], roi_size)):
         inferer = SlidingWindowInferer(
             roi_size=list(roi_size), sw_batch_size=sw_batch_size, overlap=overlap, mode="gaussian", padding_mode="replicate"
@@ -54,13 +54,6 @@ def predict_whole_image(net: Network, image: torch.Tensor, spatial_dims: int, in
     """predict_logits with a model's `inference` settings (roi_size, sw_batch_size, overlap)."""
     return predict_logits(net, image, spatial_dims, inference["roi_size"], inference["sw_batch_size"],
                           inference["overlap"])
-
-
-def _slice_by_slice(net: Network, volume: torch.Tensor, slice_batch: int) -> torch.Tensor:
-    n, c, h, w, d = volume.shape
-    slices = volume.permute(0, 4, 1, 2, 3).reshape(n * d, c, h, w)
-    logits = torch.cat([net(slices[i : i + slice_batch]) for i in range(0, n * d, slice_batch)])
-    return logits.reshape(n, d, -1, h, w).permute(0, 2, 3, 4, 1)
 
 
 def predict_with_flips(

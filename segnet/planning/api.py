@@ -1,7 +1,7 @@
-"""The plan a run trains with, and what scripts/plan.py does.
+"""The plan a run trains with, and what segnet-plan does.
 
 A run on a dataset folder takes its plan from, in order: `data.plan` (a plans.json that
-scripts/plan.py or an earlier run wrote), the run folder's plans.json (a resumed run, or the
+segnet-plan or an earlier run wrote), the run folder's plans.json (a resumed run, or the
 other ranks of a DDP run, which rank 0 planned before starting them), or a fresh fingerprint
 of the dataset. The fingerprint is also the integrity check, so a broken dataset stops the run
 before anything trains; a plan passed in still gets the check. The plan then fills what the
@@ -20,37 +20,33 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .data.dataset_json import DatasetDescription, describe_dataset
-from .data.fingerprint import fingerprint_dataset
-from .data.integrity import verify_dataset
-from .data.planning import plan_dataset
-from .errors import ConfigError
+from segnet.data.dataset_json import DatasetDescription, describe_dataset
+from segnet.planning.fingerprint import fingerprint_dataset
+from segnet.planning.integrity import verify_dataset
+from segnet.planning.planner import plan_dataset
+from segnet.errors import ConfigError
 
 log = logging.getLogger(__name__)
 PLANS_FILE = "plans.json"
 
 
-def labelled_cases(description: DatasetDescription) -> list:
-    return [*description.training, *(description.validation or ())]
-
-
 def make_plan(description: DatasetDescription, model: dict[str, Any], memory_budget_gb: float) -> dict[str, Any]:
-    fingerprint = fingerprint_dataset(description, labelled_cases(description))
+    fingerprint = fingerprint_dataset(description, description.labelled)
     return plan_dataset(description, fingerprint, model, memory_budget_gb)
 
 
 def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
     if not path.is_file():
-        raise ConfigError(f"data.plan={path} is not a file; pass a plans.json from scripts/plan.py or a run folder")
+        raise ConfigError(f"data.plan={path} is not a file; pass a plans.json from segnet-plan or a run folder")
     try:
         plan = json.loads(path.read_text())
     except json.JSONDecodeError as error:
-        raise ConfigError(f"{path} is not valid JSON ({error}); pass a plans.json from scripts/plan.py") from None
+        raise ConfigError(f"{path} is not valid JSON ({error}); pass a plans.json from segnet-plan") from None
     missing = [key for key in ("orientation", "normalization", "configurations") if key not in plan]
     missing += [f"configurations.{c}" for c in ("2d", "3d") if c not in plan.get("configurations", {})]
     if missing:
         raise ConfigError(f"{path} is not a segnet plan (it lacks {', '.join(missing)}); pass a plans.json from "
-                          "scripts/plan.py, or leave data.plan out to plan afresh")
+                          "segnet-plan, or leave data.plan out to plan afresh")
     if len(plan["normalization"]) != description.in_channels:
         raise ConfigError(
             f"{path} plans {len(plan['normalization'])} channel(s) but {description.root} has "
@@ -94,13 +90,13 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     elif given:
         plan = read_plan(Path(str(given)), description)
         if first_local_rank:  # the other ranks start after rank 0 has checked
-            verify_dataset(description, labelled_cases(description))
+            verify_dataset(description, description.labelled)
     elif in_run_folder.is_file():
         plan = read_plan(in_run_folder, description)
         log.info("plan: %s (this run's)", in_run_folder)
     else:
         log.info("planning %s (fingerprint and integrity check of %d case(s))", data.root,
-                 len(labelled_cases(description)))
+                 len(description.labelled))
         plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(data.memory_budget_gb))
     apply_plan(data, plan)
     if first_local_rank and not in_run_folder.is_file():
@@ -112,13 +108,13 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
 
 
 def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
-    """scripts/plan.py: verify the dataset, and unless verify=true, write its plan."""
+    """segnet-plan: verify the dataset, and unless verify=true, write its plan."""
     if OmegaConf.is_missing(cfg.data, "root"):
-        raise ConfigError("data.root is required: python scripts/plan.py data.root=/data/Dataset001_Name")
+        raise ConfigError("data.root is required: segnet-plan data.root=/data/Dataset001_Name")
     description = describe_dataset(str(cfg.data.root))
     if cfg.verify:
-        verify_dataset(description, labelled_cases(description))
-        log.info("%s: %d case(s), no problems found", description.root, len(labelled_cases(description)))
+        verify_dataset(description, description.labelled)
+        log.info("%s: %d case(s), no problems found", description.root, len(description.labelled))
         return None
     plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb))
     write_plan(plan, Path(cfg.output))

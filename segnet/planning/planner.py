@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import DatasetError
-from .dataset_json import DatasetDescription
-from .normalization import normalization_plan
+from segnet.errors import DatasetError
+from segnet.data.dataset_json import DatasetDescription
+from segnet.data.normalization import normalization_plan
 
 ANISOTROPY = 3.0
 MIN_BATCH = 2
@@ -63,10 +63,9 @@ def orientation(axis: int) -> str:
 
 def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
-    from ..network import EdgeUNet  # the network, only to be counted
+    from segnet.model.network import build_network  # the network, only to be counted
 
-    net = EdgeUNet(spatial_dims, in_channels, num_classes, model["channels"], model["strides"], model["num_res_units"],
-                   model["norm"], model["act"], model["dropout"], model["edge"]["placement"], edge_backend="python")
+    net = build_network(model, "python", spatial_dims=spatial_dims, in_channels=in_channels, out_channels=num_classes)
     side = 2 * int(np.prod(model["strides"]))
     x = torch.zeros(1, in_channels, *[side] * spatial_dims)
     weights = {p.data_ptr() for p in net.parameters()}

@@ -1,12 +1,15 @@
 """Run an exported network with torch and the segnet op library alone, as a deployment does.
 
-    python scripts/run_export.py deploy/model.pt2 [--inputs x.pt --outputs y.pt]
+    python ops/standalone.py deploy/model.pt2 [--inputs x.pt --outputs y.pt]
 
 Loads the op library for the package's device and the package (its format and device from
 model.json beside it), runs one input of the smallest accepted size, and prints the times as
 JSON; with --inputs (a saved list of tensors) it saves the outputs for each. It fails if anything
 of the training code (segnet, Hydra, Lightning, MONAI) was imported on the way: a package that
-needs them would not deploy. scripts/export.py runs it after every export.
+needs them would not deploy. segnet-export runs it after every export (command()).
+
+It runs as a file, not with `python -m ops.standalone`: -m would import torch and ops before
+main() starts timing their import.
 """
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ import time
 from pathlib import Path
 
 TRAINING_CODE = ("segnet", "hydra", "omegaconf", "lightning", "monai")
+# Runs this file as __main__ with nothing imported ahead and the current folder, not ops/, first
+# on sys.path (ops/library.py and its siblings must not shadow top-level modules).
+_RUN_FILE = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+
+
+def command(package: Path, *options: str) -> list[str]:
+    """The command line that runs a package on its own in a fresh interpreter."""
+    return [sys.executable, "-c", _RUN_FILE, __file__, str(package), *options]
 
 
 def main() -> int:

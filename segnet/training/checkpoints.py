@@ -1,5 +1,5 @@
-"""Checkpoints a run can be resumed from: written atomically, `last.ckpt` always the latest state,
-and the random-number generators' state saved with it so that a resumed run draws what the
+"""Checkpoints a run can be resumed from: written atomically (every checkpoint, best.ckpt too),
+and the random-number generators' state saved with them so that a resumed run draws what the
 uninterrupted run would have drawn."""
 
 from __future__ import annotations
@@ -63,35 +63,19 @@ def set_rng_states(states: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss_next))
 
 
-class LastCheckpoint(L.Callback):
-    """Writes `last.ckpt` at the end of every training epoch (after its validation), every
-    `every_n_steps` optimizer steps when set, and when fitting ends, so it always holds the
-    latest state. Its state in every checkpoint is the generators' state."""
+class ResumeState(L.Callback):
+    """What Lightning's ModelCheckpoint for last.ckpt (conf/callbacks/default.yaml) lacks: the
+    generators' state in every checkpoint, and the final state at the end of a fit whose
+    `every_n_train_steps` saves (which replace its epoch-end saves) missed the last step."""
 
-    def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int | None = None):
-        if every_n_steps is not None and every_n_steps < 1:
-            raise ValueError(f"callbacks.checkpoint.every_n_steps={every_n_steps}; use a positive number or null")
-        self.path = Path(dirpath) / filename
-        self.every_n_steps = every_n_steps
-        self._saved_step = -1
-
-    def _save(self, trainer: L.Trainer) -> None:
-        if trainer.fast_dev_run or trainer.sanity_checking:
-            return
-        trainer.save_checkpoint(self.path, weights_only=False)  # the whole state: resumable
-        self._saved_step = trainer.global_step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if self.every_n_steps and step > 0 and step % self.every_n_steps == 0 and step != self._saved_step:
-            self._save(trainer)
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self._save(trainer)
+    def __init__(self, last_path: str, every_n_train_steps: int | None = None):
+        self.last_path = Path(last_path)
+        self.every_n_train_steps = every_n_train_steps
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if trainer.global_step != self._saved_step:
-            self._save(trainer)
+        every = self.every_n_train_steps
+        if every and trainer.global_step % every and not trainer.fast_dev_run:
+            trainer.save_checkpoint(self.last_path)
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": rng_states()}

@@ -4,7 +4,7 @@ Per case: the voxel spacing and shape in RAS axis order (whatever orientation th
 in, so cases stored in LPS, or with permuted axes, compare axis for axis), and the voxels of
 each class. Per channel: mean, standard deviation and 0.5 / 99.5 percentiles of the intensities
 under the labels (label > 0), from up to SAMPLES_PER_CASE voxels of every case: CT
-normalization uses them. The same pass is the integrity check (segnet.data.integrity): a case
+normalization uses them. The same pass is the integrity check (segnet.planning.integrity): a case
 is fingerprinted only if it is sound, and a broken dataset stops here.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from .dataset_json import Case, DatasetDescription
-from .integrity import verify_dataset
+from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.planning.integrity import verify_dataset
 
 SAMPLES_PER_CASE = 10_000  # foreground voxels drawn per case and channel, as nnU-Net's fingerprint
 

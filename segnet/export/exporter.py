@@ -26,15 +26,12 @@ from typing import Any
 
 import torch
 
-from .lightning_module import SegmentationModule
+from segnet.inference.exported import metadata_path
+from segnet.training.module import SegmentationModule
 
 FORMATS = ("aoti", "exported_program")
 MAX_BATCH = 256
 MAX_SIDE = 4096  # voxels per spatial axis the exported program accepts
-
-
-def metadata_path(package: Path) -> Path:
-    return package.with_suffix(".json")
 
 
 def export_module(module: SegmentationModule, output: Path, export_format: str, device: torch.device) -> dict[str, Any]:

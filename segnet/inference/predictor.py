@@ -1,4 +1,4 @@
-"""Prediction on images, shared by scripts/predict.py and evaluation (which adds the scores).
+"""Prediction on images, shared by segnet-predict and evaluation (which adds the scores).
 
 One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged), flip
 test-time augmentation over the model's own spatial axes, under the autocast the model trained
@@ -20,19 +20,14 @@ import torch
 from monai.data import MetaTensor
 from monai.transforms import Invertd
 
-from .data.dataset_json import Case
-from .data.decathlon import case_dicts
-from .data.transforms import eval_transforms
-from .errors import ConfigError, DatasetError
-from .inference import predict_with_flips, training_autocast
-from .lightning_module import SegmentationModule, plain
+from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
+from segnet.data.decathlon import case_dicts
+from segnet.data.transforms import eval_transforms
+from segnet.errors import ConfigError, DatasetError
+from segnet.inference.windows import predict_with_flips, training_autocast
+from segnet.training.module import SegmentationModule, plain
 
-IMAGE_ENDINGS = (".nii.gz", ".nii", ".nrrd", ".mha")
 CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
-
-
-def _stem(path: Path) -> str | None:
-    return next((path.name[: -len(e)] for e in IMAGE_ENDINGS if path.name.endswith(e)), None)
 
 
 def find_cases(source: Path, in_channels: int) -> list[Case]:
@@ -43,15 +38,15 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
         raise ConfigError(f"input={source} does not exist; point it at a folder of images or one image file")
     files = [source] if source.is_file() else sorted(source.iterdir())
     if source.is_file() and in_channels > 1:  # the case's other channels lie beside it
-        match = CHANNEL_FILE.match(_stem(source) or "")
-        files = sorted(p for p in source.parent.iterdir() if match and (_stem(p) or "").startswith(match["case"] + "_"))
-    files = [p for p in files if _stem(p) is not None]
+        match = CHANNEL_FILE.match(image_stem(source) or "")
+        files = sorted(p for p in source.parent.iterdir() if match and (image_stem(p) or "").startswith(match["case"] + "_"))
+    files = [p for p in files if image_stem(p) is not None]
     if not files:
         raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")
     channels: dict[str, dict[int, Path]] = {}
     for path in files:
-        match = CHANNEL_FILE.match(_stem(path))
-        name, channel = (match["case"], int(match["channel"])) if match else (_stem(path), 0)
+        match = CHANNEL_FILE.match(image_stem(path))
+        name, channel = (match["case"], int(match["channel"])) if match else (image_stem(path), 0)
         channels.setdefault(name, {})[channel] = path
     cases = []
     for name, found in sorted(channels.items()):

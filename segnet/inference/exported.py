@@ -1,6 +1,6 @@
-"""An exported network (segnet.exporting) where prediction expects a trained module.
+"""An exported network (segnet-export's package) where prediction expects a trained module.
 
-Prediction (segnet.prediction.Predictor) needs hyperparameters, a device and whole-image logits;
+Prediction (segnet.inference.predictor.Predictor) needs hyperparameters, a device and whole-image logits;
 this gives them from the package's model.json and the package itself, loaded with torch and
 the op library alone. Images of any size are padded to the sizes the exported program accepts
 (multiples of the stride, at least two), as the network itself pads.
@@ -16,10 +16,14 @@ from lightning.pytorch.utilities.parsing import AttributeDict
 
 import ops
 
-from .errors import ConfigError
-from .exporting import metadata_path
-from .inference import predict_whole_image
-from .network import on_stride_multiples
+from segnet.errors import ConfigError
+from segnet.inference.windows import predict_whole_image
+from segnet.model.network import on_stride_multiples
+
+
+def metadata_path(package: Path) -> Path:
+    """model.json beside model.pt2: what prediction needs besides the network."""
+    return package.with_suffix(".json")
 
 
 def load_package(package: Path, export_format: str, device: torch.device):
@@ -35,7 +39,7 @@ class ExportedModel:
         meta_file = metadata_path(package)
         if not package.is_file() or not meta_file.is_file():
             raise ConfigError(
-                f"model={package} needs the package and its {meta_file.name} beside it, as scripts/export.py "
+                f"model={package} needs the package and its {meta_file.name} beside it, as segnet-export "
                 "writes them"
             )
         metadata = json.loads(meta_file.read_text())

@@ -1,45 +1,28 @@
-"""The LightningModule: Dice + cross-entropy loss (segnet.loss), AdamW with warm-up and cosine
-decay, per-class validation Dice (segnet.metrics), whole-image validation inference
-(segnet.inference), TensorBoard images.
+"""The LightningModule: Dice + cross-entropy loss (segnet.model.loss), AdamW with warm-up and cosine
+decay (torch's schedulers), per-class validation Dice (segnet.metrics), whole-image validation inference
+(segnet.inference.windows), TensorBoard images.
 
 Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
-enough to evaluate it (scripts/evaluate.py).
+enough to evaluate it (segnet-evaluate).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import lightning as L
 import torch
+from torch.optim import lr_scheduler
 from lightning.pytorch.loggers import TensorBoardLogger
 from monai.data import MetaTensor
 
 import ops
 
-from .inference import predict_whole_image
-from .loss import SegmentationLoss
-from .metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
-from .network import EdgeUNet
-from .visualize import validation_panel
-
-
-def build_network(model: dict[str, Any], data: dict[str, Any], backend: str) -> EdgeUNet:
-    return EdgeUNet(
-        spatial_dims=data["spatial_dims"],
-        in_channels=data["in_channels"],
-        out_channels=data["num_classes"],
-        channels=model["channels"],
-        strides=model["strides"],
-        num_res_units=model["num_res_units"],
-        norm=model["norm"],
-        act=model["act"],
-        dropout=model["dropout"],
-        edge_placement=model["edge"]["placement"],
-        edge_alpha_init=model["edge"]["alpha_init"],
-        edge_backend=backend,
-    )
+from segnet.inference.windows import predict_whole_image
+from segnet.model.loss import SegmentationLoss
+from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
+from segnet.model.network import build_network
+from segnet.training.visualize import validation_panel
 
 
 def gather_from_ranks(scores: dict[str, list[float]]) -> dict[str, list[float]]:
@@ -56,14 +39,6 @@ def plain(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.as_tensor() if isinstance(tensor, MetaTensor) else tensor
 
 
-def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
-    """Learning-rate factor: linear warm-up to 1, then cosine decay to min_lr_ratio."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-    return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 class SegmentationModule(L.LightningModule):
     def __init__(
         self,
@@ -77,7 +52,7 @@ class SegmentationModule(L.LightningModule):
     ):
         super().__init__()
         self.save_hyperparameters()
-        self.net = build_network(model, data, backend)
+        self.net = build_network(model, backend)
         if compile:
             # In place: parameter names, and so checkpoints, stay as without it.
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
@@ -85,7 +60,6 @@ class SegmentationModule(L.LightningModule):
         self.loss = SegmentationLoss(self.ignore_label)
         self.class_names = list(data["class_names"])
         self._val_dice: dict[str, list[float]] = {}  # case name -> Dice per class, this rank's cases
-        self.schedule_steps: int | None = optim.get("schedule_steps")
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return self.net(image)
@@ -123,22 +97,17 @@ class SegmentationModule(L.LightningModule):
             panel = validation_panel(image, prediction, label)
             self.logger.experiment.add_image("val/image_edges_prediction_label", panel, self.global_step)
 
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["schedule_steps"] = self.schedule_steps
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # Before configure_optimizers on resume: the schedule keeps its length, whatever
-        # trainer.max_epochs the resumed run has.
-        self.schedule_steps = checkpoint.get("schedule_steps") or self.schedule_steps
-
     def configure_optimizers(self):
         optim = self.hparams.optim
         optimizer = torch.optim.AdamW(self.parameters(), lr=optim["lr"], weight_decay=optim["weight_decay"])
-        if self.schedule_steps is None:
-            self.schedule_steps = int(self.trainer.estimated_stepping_batches)
-        total = self.schedule_steps
+        # A resumed fit loads the scheduler's state over this one: the first fit's length and
+        # position, whatever trainer.max_epochs the resumed run has.
+        total = optim.get("schedule_steps") or int(self.trainer.estimated_stepping_batches)
         warmup = min(optim["warmup_steps"], max(total // 10, 1))
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: warmup_cosine(step, warmup, total, optim["min_lr_ratio"])
-        )
+        floor = optim["min_lr_ratio"]
+        schedule = lr_scheduler.SequentialLR(optimizer, [
+            lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup, total_iters=warmup - 1),  # (step + 1) / warmup
+            lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total - warmup), eta_min=optim["lr"] * floor),
+            lr_scheduler.LambdaLR(optimizer, lambda _: floor),  # past the end (a longer resumed run): the floor
+        ], milestones=[warmup, total])
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

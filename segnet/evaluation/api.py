@@ -1,0 +1,36 @@
+"""From an evaluation config to the reports: what segnet-evaluate runs."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from segnet.inference.loading import load_for_inference, one_checkpoint
+from segnet.data.dataset_json import describe_dataset
+from segnet.errors import ConfigError
+from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
+
+log = logging.getLogger(__name__)
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    checkpoint = one_checkpoint(cfg, "evaluation")
+    if OmegaConf.is_missing(cfg.data, "root"):
+        raise ConfigError("data.root is required: point it at the dataset folder (dataset.json, imagesTr, labelsTr)")
+    description = describe_dataset(str(cfg.data.root))
+    module = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
+    check_compatible(module, description)
+    run_splits = checkpoint.resolve().parent.parent / "splits.json"  # <run>/checkpoints/<name>.ckpt
+    cases = select_cases(description, cfg.data.split, module.hparams.data, run_splits)
+    output_dir = Path(cfg.paths.output_dir)
+    log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
+             description.root, module.hparams.backend, cfg.tta)
+    results = Evaluator(module, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm)).run(cases)
+    summary = summarize(results, list(module.hparams.data["class_names"]))
+    write_reports(summary, output_dir)
+    log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports in %s", summary["foreground_mean"]["Dice"],
+             summary["foreground_mean"]["HD95"], output_dir)
+    return summary

@@ -1,0 +1,11 @@
+"""segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
+style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv and
+predictions/<case>.nii.gz (in each image's own geometry) in the run folder."""
+
+from segnet.commands import hydra_command
+from segnet.evaluation.api import evaluate
+
+main = hydra_command("evaluate", evaluate)
+
+if __name__ == "__main__":
+    main()

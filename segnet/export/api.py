@@ -1,0 +1,49 @@
+"""From an export config to a package on disk, checked to run on its own: what segnet-export
+runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ops import standalone
+
+from segnet.errors import ConfigError
+from segnet.inference.loading import load_for_inference, one_checkpoint
+from segnet.export.exporter import FORMATS, export_module, metadata_path
+
+log = logging.getLogger(__name__)
+
+
+def export(cfg: DictConfig) -> dict[str, Any]:
+    if cfg.format not in FORMATS:
+        raise ConfigError(f"format={cfg.format}; use one of {', '.join(FORMATS)}")
+    checkpoint = one_checkpoint(cfg, "an export")
+    if cfg.device == "auto":
+        raise ConfigError("device=auto: name the device the package will run on, device=cpu or device=cuda")
+    # The fused op for that device: the export keeps it as one segnet_ops.edge_enhance node.
+    module = load_for_inference(checkpoint, cfg.device, "cuda" if cfg.device == "cuda" else "cpp")
+    output = Path(cfg.output)
+    metadata = export_module(module, output, cfg.format, module.device)
+    log.info("%s for %s in %s (export %.1f s, packaging %.1f s; %d edge op node(s)); prediction settings in %s",
+             cfg.format, cfg.device, output, metadata["seconds"]["export"], metadata["seconds"]["package"],
+             metadata["edge_op_nodes"], metadata_path(output))
+    seconds = run_on_its_own(output)
+    log.info("runs without the training code: torch + ops import %.2f s, op library %.3f s, package %.2f s, "
+             "first call %.3f s", seconds["import_torch_and_ops"], seconds["load_op_library"], seconds["load_package"],
+             seconds["first_call"])
+    return {**metadata, "standalone_seconds": seconds}
+
+
+def run_on_its_own(package: Path) -> dict[str, float]:
+    """ops/standalone.py's times for the package, in a fresh process with torch and the op library
+    alone, as the target machine will run it; RuntimeError with its output if it fails."""
+    ran = subprocess.run(standalone.command(package), capture_output=True, text=True)
+    if ran.returncode != 0:
+        raise RuntimeError(f"{package} does not run on its own:\n{ran.stderr[-3000:]}")
+    return json.loads(ran.stdout.strip().splitlines()[-1])["seconds"]

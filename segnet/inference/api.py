@@ -1,0 +1,44 @@
+"""From a prediction config to label maps on disk: what segnet-predict runs."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from segnet.errors import ConfigError
+from segnet.inference.exported import ExportedModel
+from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference
+from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
+
+log = logging.getLogger(__name__)
+USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
+
+
+def load_models(cfg: DictConfig) -> list:
+    """The checkpoints (ckpt_path=) or exported packages (model=) to predict with: one, or several
+    for an ensemble."""
+    given = [key for key in ("ckpt_path", "exported") if cfg.get(key) is not None]
+    if len(given) != 1:
+        raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), "
+                          f"one of them: {USAGE}")
+    if given == ["exported"]:
+        device = inference_device(cfg.device)
+        return [ExportedModel(path, device) for path in checkpoint_paths(cfg, "exported", shown_as="model")]
+    return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
+
+
+def predict(cfg: DictConfig) -> list[Prediction]:
+    for key in ("input", "output"):
+        if OmegaConf.is_missing(cfg, key):
+            raise ConfigError(f"{key} is required: {USAGE}")
+    models = load_models(cfg)
+    predictor = Predictor(models, tta=bool(cfg.tta))
+    cases = find_cases(Path(cfg.input), predictor.in_channels)
+    writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities))
+    log.info("predicting %d case(s) from %s with %d model(s), tta %s", len(cases), cfg.input, len(models), cfg.tta)
+    predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]
+    log.info("label maps in %s", cfg.output)
+    return predictions

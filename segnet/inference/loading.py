@@ -1,0 +1,89 @@
+"""Models to predict with: a training checkpoint, loaded safely, or an exported package, on the
+device the user asks for with the op backend that runs there.
+
+Every checkpoint segnet reads goes through torch's weights-only unpickler (`weights_only=True`),
+so opening a checkpoint from elsewhere cannot run code. One that holds anything else (a pickled
+function or class instance) is refused with a CheckpointError that says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+import ops
+from segnet.errors import ConfigError
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint cannot be loaded safely; the message says why and what to do."""
+
+
+def checkpoint_paths(cfg: DictConfig, key: str = "ckpt_path", shown_as: str | None = None) -> list[Path]:
+    """The checkpoint file(s) a command was given under `key` (one, or a list for an ensemble), or
+    a ConfigError saying what to give instead."""
+    shown_as = shown_as or key
+    if OmegaConf.is_missing(cfg, key) or cfg.get(key) is None:
+        raise ConfigError(f"{shown_as} is required: point it at a training run's checkpoints/best.ckpt")
+    given = cfg[key]
+    paths = [Path(p) for p in (given if OmegaConf.is_list(given) else [given])]
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"{shown_as}={path} is not a file; point it at a training run's checkpoints/best.ckpt "
+                              "(last.ckpt to resume, or segnet-export's model.pt2 where a package is expected)")
+    return paths
+
+
+def one_checkpoint(cfg: DictConfig, what: str) -> Path:
+    """The single checkpoint of a command that takes one."""
+    paths = checkpoint_paths(cfg)
+    if len(paths) != 1:
+        raise ConfigError(f"ckpt_path has {len(paths)} checkpoints; {what} takes one (segnet-predict ensembles them)")
+    return paths[0]
+
+
+@contextlib.contextmanager
+def refusing_unsafe(path: str | Path) -> Iterator[None]:
+    """Turns the weights-only unpickler's refusal inside the block into a CheckpointError."""
+    try:
+        yield
+    except pickle.UnpicklingError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(
+            f"{path} holds Python objects other than tensors and plain containers, and segnet loads "
+            f"checkpoints weights-only so that loading one cannot run code ({first_line}). Use a checkpoint "
+            "written by segnet's training, or re-save this one's state_dict from code you trust."
+        ) from None
+
+
+def load_module(path: str | Path, **kwargs):
+    """SegmentationModule.load_from_checkpoint, weights-only."""
+    from segnet.training.module import SegmentationModule
+
+    with refusing_unsafe(path):
+        return SegmentationModule.load_from_checkpoint(path, weights_only=True, **kwargs)
+
+
+def inference_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but no GPU is visible; use device=cpu or device=auto")
+    if requested not in ("cpu", "cuda"):
+        raise ConfigError(f"device={requested}; use auto, cpu or cuda")
+    return torch.device(requested)
+
+
+def load_for_inference(checkpoint: Path, device_name: str, backend_name: str):
+    """A checkpoint's model on the requested device, with the op backend that runs there."""
+    device = inference_device(device_name)
+    try:
+        backend = ops.resolve_backend(backend_name, device)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return load_module(checkpoint, map_location=device, backend=backend, compile=False)
