@@ -50,7 +50,8 @@ def baseline_of(runs: list[Run]) -> Run | None:
 
 def table(runs: list[Run], baseline: Run | None, dice_tolerance: float) -> tuple[str, list[str]]:
     lines = [
-        "| run | backend | compile | step ms (median) | samples/s | peak memory MB | val Dice | speed-up vs python eager |",
+        "| run | backend | compile | step ms (median) | samples/s | peak memory MB | val Dice "
+        "| speed-up vs python eager |",
         "|---|---|---|---|---|---|---|---|",
     ]
     flags = []
@@ -92,7 +93,7 @@ def plot(runs: list[Run], path: Path) -> None:
         ("validation Dice", [r.metrics["val_dice_mean"] for r in done]),
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5))
-    for ax, (title, values) in zip(axes, panels):
+    for ax, (title, values) in zip(axes, panels, strict=True):
         ax.bar(range(len(values)), values, color=["#888888" if "python" in label else "#1f77b4" for label in labels])
         ax.set_xticks(range(len(values)), labels, rotation=30, ha="right")
         ax.set_title(title)

@@ -23,6 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ops  # noqa: E402  (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
+
+# isort: split
 import torch.utils.benchmark as benchmark  # noqa: E402
 
 FULL_SHAPES = {
@@ -189,15 +191,17 @@ def plot(rows: list[Row], path: Path) -> None:
         return shape.count("x") - 1
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, field, title in zip(axes, ("forward_ms", "forward_backward_ms"), ("forward", "forward + backward")):
+    for ax, field, title in zip(axes, ("forward_ms", "forward_backward_ms"), ("forward", "forward + backward"),
+                                strict=True):
         for dims, style in ((2, "-"), (3, ":")):
             for i, backend in enumerate(dict.fromkeys(r.backend for r in rows)):
-                points = sorted((elements(r.shape), getattr(r, field)) for r in rows if r.backend == backend and ndim(r.shape) == dims)
-                if points:
-                    ax.plot(*zip(*points), style, marker="o", color=f"C{i}", label=f"{backend} {dims}D")
+                points = sorted((elements(r.shape), getattr(r, field)) for r in rows
+                                if r.backend == backend and ndim(r.shape) == dims)
+                if points:  # (elements, ms) pairs -> the x and the y values
+                    ax.plot(*zip(*points, strict=True), style, marker="o", color=f"C{i}", label=f"{backend} {dims}D")
             clone = sorted({(elements(r.shape), r.clone_ms) for r in rows if ndim(r.shape) == dims})
             if clone:
-                ax.plot(*zip(*clone), style, color="black", label=f"x.clone() {dims}D")
+                ax.plot(*zip(*clone, strict=True), style, color="black", label=f"x.clone() {dims}D")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("elements")
@@ -232,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out / 'bench_op.csv'} and {args.out / 'bench_op.png'}")
     if args.device == "cpu":
         scaling = thread_scaling(SINGLE_VOLUME["quick" if args.quick else "full"], min_run_time)
-        print("\n| shape | threads | fwd ms | fwd+bwd ms | fwd speed-up | fwd+bwd speed-up |\n|---|---|---|---|---|---|")
+        print("\n| shape | threads | fwd ms | fwd+bwd ms | fwd speed-up | fwd+bwd speed-up |"
+              "\n|---|---|---|---|---|---|")
         for r in scaling:
             print(f"| {r['shape']} | {r['threads']} | {r['forward_ms']:.1f} | {r['forward_backward_ms']:.1f} "
                   f"| {r['forward_speedup']:.2f} | {r['forward_backward_speedup']:.2f} |")

@@ -26,6 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ops  # noqa: E402  (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
+
+# isort: split
 import torch.utils.benchmark as benchmark  # noqa: E402
 
 SHAPES = [(8, 32, 256, 256), (2, 16, 64, 96, 96)]
@@ -94,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                 })
     print(f"torch {torch.__version__}, device {args.device}"
           + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else f", {torch.get_num_threads()} threads"))
-    print("| shape | kernel | dtype | ms | copy ms | measured fraction of copy | modeled (ceiling) |\n|---|---|---|---|---|---|---|")
+    print("| shape | kernel | dtype | ms | copy ms | measured fraction of copy | modeled (ceiling) |\n"
+          "|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['shape']} | {r['kernel']} | {r['dtype']} | {r['ms']:.3f} | {r['copy_ms']:.3f} "
               f"| {r['measured_fraction']:.2f} | {r['modeled_fraction']:.2f} |")

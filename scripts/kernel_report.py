@@ -51,7 +51,9 @@ sys.path.insert(0, str(ROOT))
 ISSUE_PER_S = 132 * 4 * 1.98e9 * 32  # thread instructions per second
 COPY_BYTES_PER_S = 4.3e12
 ARCH = "sm_90"
-DTYPES = {"float": ("float32", 4), "double": ("float64", 8), "c10::Half": ("float16", 2), "c10::BFloat16": ("bfloat16", 2)}
+DTYPES = {
+    "float": ("float32", 4), "double": ("float64", 8), "c10::Half": ("float16", 2), "c10::BFloat16": ("bfloat16", 2),
+}
 # (pass, ndim) -> the lowest acceptable modeled fraction for float32 and 2D 16-bit kernels
 THRESHOLDS = {"forward": 0.8, "backward": 0.6}
 KERNEL = re.compile(r"(forward|backward)_kernel<(\d), ([\w:]+), \w+, (true|false)>")
@@ -83,7 +85,8 @@ class KernelReport:
     @property
     def checked(self) -> bool:
         """Held to the thresholds: whole-vector float32 kernels and 2D 16-bit ones."""
-        return self.loads == "vector" and (self.dtype == "float32" or (self.ndim == 2 and self.dtype in ("float16", "bfloat16")))
+        half_2d = self.ndim == 2 and self.dtype in ("float16", "bfloat16")
+        return self.loads == "vector" and (self.dtype == "float32" or half_2d)
 
     def why_unchecked(self) -> str:
         """Why a kernel below the thresholds is not held to them."""
@@ -120,17 +123,20 @@ def cuobjdump() -> str:
 
 
 def demangle(names: list[str]) -> list[str]:
-    return subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout.split("\n")
+    """The readable name of each of `names`, in order (c++filt writes one line per line it reads)."""
+    done = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True)
+    return done.stdout.splitlines()
 
 
 def functions(text: str, marker: str) -> dict[str, str]:
     """Split cuobjdump output into {mangled function name: its text}."""
     parts = re.split(rf"\s*{marker}\s*:?\s*(\S+?):?\s*\n", text)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))  # [before, name, text, name, text, ...]
 
 
 def resource_usage(library: Path) -> dict[str, dict[str, int]]:
-    out = subprocess.run([cuobjdump(), "-res-usage", "-arch", ARCH, str(library)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([cuobjdump(), "-res-usage", "-arch", ARCH, str(library)], capture_output=True, text=True,
+                         check=True).stdout
     usage = {}
     for name, fields in re.findall(r"Function (\S+):\s*\n\s*(.+)", out):
         usage[name] = {k: int(v) for k, v in re.findall(r"(\w+)(?:\[\d\])?:(\d+)", fields)}
@@ -188,10 +194,12 @@ def dynamic_shared(ndim: int, direction: str, element: str) -> int:
 
 def report(library: Path) -> list[KernelReport]:
     usage = resource_usage(library)
-    sass = functions(subprocess.run([cuobjdump(), "-sass", "-arch", ARCH, str(library)], capture_output=True, text=True, check=True).stdout, "Function")
+    dump = subprocess.run([cuobjdump(), "-sass", "-arch", ARCH, str(library)], capture_output=True, text=True,
+                          check=True).stdout
+    sass = functions(dump, "Function")
     names = list(sass)
     rows = []
-    for mangled, readable in zip(names, demangle(names)):
+    for mangled, readable in zip(names, demangle(names), strict=True):
         match = KERNEL.search(readable)
         if not match:
             continue  # the channel sum: one block per channel, not a march

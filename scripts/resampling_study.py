@@ -20,11 +20,11 @@ from hydra import compose, initialize_config_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from segnet.inference.loading import load_module  # noqa: E402
 from segnet.config import register_resolvers  # noqa: E402
 from segnet.data.dataset_json import describe_dataset  # noqa: E402
 from segnet.data.phantom import write_phantom_dataset  # noqa: E402
 from segnet.evaluation.evaluator import Evaluator, summarize  # noqa: E402
+from segnet.inference.loading import load_module  # noqa: E402
 from segnet.training.api import train  # noqa: E402
 
 TRAIN_GRID = ((1.0, 1.0, 1.0), "RAS")

@@ -31,7 +31,7 @@ def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classe
     scores = compute_dice(pred, ref, include_background=False, ignore_empty=False, num_classes=num_classes)[0]
     return [
         math.nan if not ((pred == c).any() or (ref == c).any()) else float(score)
-        for c, score in zip(range(1, num_classes), scores.tolist())
+        for c, score in zip(range(1, num_classes), scores.tolist(), strict=True)
     ]
 
 
@@ -92,7 +92,7 @@ def overlap_counts(
 
 def diagonal_mm(shape: Sequence[int], spacing: Sequence[float]) -> float:
     """The largest distance between two voxels of an image: its HD95 penalty."""
-    return float(np.sqrt(sum(((n - 1) * s) ** 2 for n, s in zip(shape, spacing))))
+    return float(np.sqrt(sum(((n - 1) * s) ** 2 for n, s in zip(shape, spacing, strict=True))))
 
 
 def nanmean(values: Sequence[float]) -> float:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from segnet.errors import DatasetError
 
-
 IMAGE_ENDINGS = (".nii.gz", ".nii", ".nrrd", ".mha")
 
 
@@ -117,9 +116,8 @@ def _decathlon_cases(root: Path, entries: list, json_path: Path, key: str, label
         if not isinstance(image, str) or (labelled and not isinstance(entry, dict)):
             raise _fail(json_path, f'"{key}" entries must be {{"image": ..., "label": ...}}, got {entry!r}')
         label = entry.get("label") if isinstance(entry, dict) else None
-        cases.append(
-            Case(_case_name(image), (_resolve(root, image, json_path),), _resolve(root, label, json_path) if label else None)
-        )
+        image_path = _resolve(root, image, json_path)  # first: a missing image is named before its label
+        cases.append(Case(_case_name(image), (image_path,), _resolve(root, label, json_path) if label else None))
     return tuple(cases)
 
 
@@ -133,7 +131,8 @@ def _nnunet_cases(root: Path, folder: str, ending: str, channels: int, labelled:
         images = tuple(str(image_dir / f"{name}_{c:04d}{ending}") for c in range(channels))
         missing = [p for p in images if not Path(p).exists()]
         if missing:
-            raise DatasetError(f"{image_dir}: case {name} lacks channel file(s) {', '.join(Path(p).name for p in missing)}")
+            files = ", ".join(Path(p).name for p in missing)
+            raise DatasetError(f"{image_dir}: case {name} lacks channel file(s) {files}")
         label = root / folder.replace("images", "labels") / f"{name}{ending}"
         if labelled and not label.exists():
             raise DatasetError(f"{label} is missing: every case in {folder} needs its label map")
@@ -146,7 +145,9 @@ def describe_dataset(root: str) -> DatasetDescription:
     """Parse and check root/dataset.json; DatasetError says exactly what is wrong."""
     folder = Path(root).expanduser()
     if not folder.is_dir():
-        raise DatasetError(f"data.root={root} is not a folder; point it at a dataset with dataset.json, imagesTr, labelsTr")
+        raise DatasetError(
+            f"data.root={root} is not a folder; point it at a dataset with dataset.json, imagesTr, labelsTr"
+        )
     json_path = folder / "dataset.json"
     if not json_path.is_file():
         raise DatasetError(f"{json_path} is missing: data.root must be a Decathlon or nnU-Net raw dataset folder")

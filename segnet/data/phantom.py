@@ -69,30 +69,60 @@ def write_phantom_dataset(
     from case to case (size and position), as patients do. One modality: a Decathlon folder;
     several: an nnU-Net v2 folder ({case}_0000, {case}_0001, ...), channel c showing the anatomy
     with another contrast (CT channels in Hounsfield-like units)."""
-    training = []
+    layout = "decathlon" if len(modalities) == 1 else "nnunet"
+    names = [f"phantom_{i:03d}" for i in range(len(grids))]
     for i, (spacing, axcodes) in enumerate(grids):
         rng = np.random.default_rng(first_seed + i)
         radii = rng.uniform(0.85, 1.15) * np.array([12.0, 9.0, 7.0])
         image, label, affine = sample_phantom(spacing, axcodes, radii, first_seed + i, rng.uniform(-4, 4, 3))
-        name = f"phantom_{i:03d}"
-        _save(root / "labelsTr" / f"{name}.nii.gz", label, affine)
-        if len(modalities) == 1:
-            _save(root / "imagesTr" / f"{name}.nii.gz", image, affine)
-            training.append({"image": f"./imagesTr/{name}.nii.gz", "label": f"./labelsTr/{name}.nii.gz"})
-        for c, modality in enumerate(modalities if len(modalities) > 1 else ()):
-            contrast = image * 5 - 600 if modality.lower() == "ct" else image * (1 + c) - 30 * c
-            _save(root / "imagesTr" / f"{name}_{c:04d}.nii.gz", contrast.astype(np.float32), affine)
-    labels = {"background": 0, "core": 1, "shell": 2}
-    if len(modalities) > 1:
-        spec = {"name": "Phantom", "channel_names": {str(c): m for c, m in enumerate(modalities)}, "labels": labels,
-                "numTraining": len(grids), "file_ending": ".nii.gz"}
-    else:
-        spec = {"name": "Phantom", "modality": {"0": modalities[0]}, "labels": {str(v): k for k, v in labels.items()},
-                "numTraining": len(training), "training": training}
-    (root / "dataset.json").write_text(json.dumps(spec, indent=2))
-    return root
+        if layout == "decathlon":
+            channels = [image]
+        else:
+            channels = [(image * 5 - 600 if modality.lower() == "ct" else image * (1 + c) - 30 * c).astype(np.float32)
+                        for c, modality in enumerate(modalities)]
+        write_case(root, names[i], channels, label, affine, layout)
+    return write_dataset_json(root, layout, ("background", "core", "shell"), modalities, names, name="Phantom")
 
 
-def _save(path: Path, array: np.ndarray, affine: np.ndarray) -> None:
+def save_nifti(path: Path, array: np.ndarray, affine: np.ndarray | None = None) -> None:
+    """`array` as a NIfTI file on the grid `affine` (the identity if None), its folder made."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    nib.save(nib.Nifti1Image(array, affine), str(path))
+    nib.save(nib.Nifti1Image(array, np.eye(4) if affine is None else affine), str(path))
+
+
+def training_entry(name: str) -> dict[str, str]:
+    """A case's entry in a Decathlon dataset.json's "training" (or "validation") list."""
+    return {"image": f"./imagesTr/{name}.nii.gz", "label": f"./labelsTr/{name}.nii.gz"}
+
+
+def write_case(
+    root: Path, name: str, channels: Sequence[np.ndarray], label: np.ndarray, affine: np.ndarray | None = None,
+    layout: str = "decathlon",
+) -> None:
+    """One training case: labelsTr/{name}.nii.gz and its image in imagesTr, one file named
+    {name} (Decathlon, one channel) or one file per channel {name}_0000, {name}_0001, ... (nnU-Net v2)."""
+    save_nifti(root / "labelsTr" / f"{name}.nii.gz", label, affine)
+    if layout == "decathlon":
+        (image,) = channels
+        save_nifti(root / "imagesTr" / f"{name}.nii.gz", image, affine)
+        return
+    for c, image in enumerate(channels):
+        save_nifti(root / "imagesTr" / f"{name}_{c:04d}.nii.gz", image, affine)
+
+
+def write_dataset_json(
+    root: Path, layout: str, class_names: Sequence[str], channel_names: Sequence[str], cases: Sequence[str],
+    **extra,
+) -> Path:
+    """root/dataset.json for the training cases written by write_case, in `layout` ("decathlon":
+    modality, labels by value, a "training" list; "nnunet": channel_names, labels by name,
+    file_ending), with `extra` entries (name, validation, test, ...) added or replacing these."""
+    channels = {str(c): m for c, m in enumerate(channel_names)}
+    if layout == "nnunet":
+        spec = {"channel_names": channels, "labels": {n: v for v, n in enumerate(class_names)},
+                "numTraining": len(cases), "file_ending": ".nii.gz"}
+    else:
+        spec = {"modality": channels, "labels": {str(v): n for v, n in enumerate(class_names)},
+                "numTraining": len(cases), "training": [training_entry(name) for name in cases]}
+    (root / "dataset.json").write_text(json.dumps({**spec, **extra}, indent=2))
+    return root

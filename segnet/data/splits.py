@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from segnet.errors import ConfigError, DatasetError
 from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.errors import ConfigError, DatasetError
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def kfold(names: Sequence[str], folds: int, seed: int) -> list[dict[str, list[st
     for size in sizes:
         held_out = np.zeros(len(ordered), bool)
         held_out[indices[start : start + size]] = True
-        splits.append({"train": [n for n, h in zip(ordered, held_out) if not h],
-                       "val": [n for n, h in zip(ordered, held_out) if h]})
+        splits.append({"train": [n for n, h in zip(ordered, held_out, strict=True) if not h],
+                       "val": [n for n, h in zip(ordered, held_out, strict=True) if h]})
         start += size
     return splits
 
@@ -78,17 +78,22 @@ def choose_split(description: DatasetDescription, fold: int | str, num_folds: in
     if final.is_file():
         splits, source = json.loads(final.read_text()), str(final)
     elif description.validation:
-        splits = [{"train": [c.name for c in description.training], "val": [c.name for c in description.validation]}]
+        splits = [{"train": [c.name for c in description.training],
+                   "val": [c.name for c in description.validation]}]
         source = f"{description.root / 'dataset.json'} (its validation list)"
     else:
         splits, source = kfold(list(by_name), num_folds, split_seed), f"{num_folds}-fold, split seed {split_seed}"
     if fold >= len(splits):
-        raise ConfigError(f"data.fold={fold}, but {source} has {len(splits)} fold(s): use 0 to {len(splits) - 1}, or all")
-    return Split(fold, source, _cases(splits[fold]["train"], by_name, source), _cases(splits[fold]["val"], by_name, source))
+        raise ConfigError(
+            f"data.fold={fold}, but {source} has {len(splits)} fold(s): use 0 to {len(splits) - 1}, or all"
+        )
+    return Split(fold, source, _cases(splits[fold]["train"], by_name, source),
+                 _cases(splits[fold]["val"], by_name, source))
 
 
 def read_split(path: Path, description: DatasetDescription) -> Split:
     """The split a run recorded in its splits.json."""
     recorded = json.loads(path.read_text())
     by_name = {c.name: c for c in description.labelled}
-    return Split(recorded["fold"], str(path), _cases(recorded["train"], by_name, path), _cases(recorded["val"], by_name, path))
+    return Split(recorded["fold"], str(path), _cases(recorded["train"], by_name, path),
+                 _cases(recorded["val"], by_name, path))

@@ -8,10 +8,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from segnet.inference.loading import load_for_inference, one_checkpoint
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
+from segnet.inference.loading import load_for_inference, one_checkpoint
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nibabel as nib
 import numpy as np
@@ -24,11 +24,19 @@ from tqdm import tqdm
 from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError
-from segnet.training.module import SegmentationModule
-from segnet.metrics import (
-    diagonal_mm, dice_per_class, drop_ignored, hd95_per_class, nanmean, nsd_per_class, overlap_counts,
-)
 from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.metrics import (
+    diagonal_mm,
+    dice_per_class,
+    drop_ignored,
+    hd95_per_class,
+    nanmean,
+    nsd_per_class,
+    overlap_counts,
+)
+
+if TYPE_CHECKING:  # the checkpoint's model class, which inference loads
+    from segnet.training.module import SegmentationModule
 
 SPLITS = ("validation", "test", "all")
 

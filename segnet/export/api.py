@@ -12,10 +12,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ops import standalone
-
 from segnet.errors import ConfigError
-from segnet.inference.loading import load_for_inference, one_checkpoint
 from segnet.export.exporter import FORMATS, export_module, metadata_path
+from segnet.inference.loading import load_for_inference, one_checkpoint
 
 log = logging.getLogger(__name__)
 

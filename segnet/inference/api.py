@@ -26,7 +26,8 @@ def load_models(cfg: DictConfig) -> list:
                           f"one of them: {USAGE}")
     if given == ["exported"]:
         device = inference_device(cfg.device)
-        return [ExportedModel(path, device) for path in checkpoint_paths(cfg, "exported", shown_as="model")]
+        paths = checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
+        return [ExportedModel(path, device) for path in paths]
     return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
 
 

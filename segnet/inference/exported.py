@@ -15,7 +15,6 @@ import torch
 from lightning.pytorch.utilities.parsing import AttributeDict
 
 import ops
-
 from segnet.errors import ConfigError
 from segnet.inference.windows import predict_whole_image
 from segnet.model.network import on_stride_multiples

@@ -24,26 +24,31 @@ class CheckpointError(ConfigError):
     """A checkpoint cannot be loaded safely; the message says why and what to do."""
 
 
-def checkpoint_paths(cfg: DictConfig, key: str = "ckpt_path", shown_as: str | None = None) -> list[Path]:
-    """The checkpoint file(s) a command was given under `key` (one, or a list for an ensemble), or
-    a ConfigError saying what to give instead."""
+BEST = "a training run's checkpoints/best.ckpt"
+
+
+def checkpoint_paths(cfg: DictConfig, key: str = "ckpt_path", shown_as: str | None = None,
+                     what: str = BEST) -> list[Path]:
+    """The file(s) a command was given under `key` (one, or a list for an ensemble), or a
+    ConfigError saying that `what` is expected instead."""
     shown_as = shown_as or key
     if OmegaConf.is_missing(cfg, key) or cfg.get(key) is None:
-        raise ConfigError(f"{shown_as} is required: point it at a training run's checkpoints/best.ckpt")
+        raise ConfigError(f"{shown_as} is required: point it at {what}")
     given = cfg[key]
     paths = [Path(p) for p in (given if OmegaConf.is_list(given) else [given])]
     for path in paths:
         if not path.is_file():
-            raise ConfigError(f"{shown_as}={path} is not a file; point it at a training run's checkpoints/best.ckpt "
-                              "(last.ckpt to resume, or segnet-export's model.pt2 where a package is expected)")
+            raise ConfigError(f"{shown_as}={path} is not a file; point it at {what}")
     return paths
 
 
-def one_checkpoint(cfg: DictConfig, what: str) -> Path:
+def one_checkpoint(cfg: DictConfig, purpose: str, what: str = BEST) -> Path:
     """The single checkpoint of a command that takes one."""
-    paths = checkpoint_paths(cfg)
+    paths = checkpoint_paths(cfg, what=what)
     if len(paths) != 1:
-        raise ConfigError(f"ckpt_path has {len(paths)} checkpoints; {what} takes one (segnet-predict ensembles them)")
+        raise ConfigError(
+            f"ckpt_path has {len(paths)} checkpoints; {purpose} takes one (segnet-predict ensembles them)"
+        )
     return paths[0]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nibabel as nib
 import numpy as np
@@ -24,8 +25,10 @@ from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
 from segnet.data.decathlon import case_dicts
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError, DatasetError
-from segnet.inference.windows import predict_with_flips, training_autocast
-from segnet.training.module import SegmentationModule, plain
+from segnet.inference.windows import plain, predict_with_flips, training_autocast
+
+if TYPE_CHECKING:  # a checkpoint's model class; inference needs it only to load one (loading.py)
+    from segnet.training.module import SegmentationModule
 
 CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
 
@@ -39,7 +42,8 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
     files = [source] if source.is_file() else sorted(source.iterdir())
     if source.is_file() and in_channels > 1:  # the case's other channels lie beside it
         match = CHANNEL_FILE.match(image_stem(source) or "")
-        files = sorted(p for p in source.parent.iterdir() if match and (image_stem(p) or "").startswith(match["case"] + "_"))
+        files = sorted(p for p in source.parent.iterdir()
+                       if match and (image_stem(p) or "").startswith(match["case"] + "_"))
     files = [p for p in files if image_stem(p) is not None]
     if not files:
         raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")

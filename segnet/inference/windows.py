@@ -12,12 +12,18 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 import torch
+from monai.data import MetaTensor
 from monai.inferers import SliceInferer, SlidingWindowInferer
 
 Network = Callable[[torch.Tensor], torch.Tensor]
 
 # Lightning's mixed-precision names and the autocast dtype each trains under.
 MIXED_PRECISION = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+def plain(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor without MONAI metadata (slicing a batched MetaTensor splits its metadata too)."""
+    return tensor.as_tensor() if isinstance(tensor, MetaTensor) else tensor
 
 
 def training_autocast(precision: str, device: torch.device):
@@ -42,9 +48,10 @@ def predict_logits(
     image_dims = image.dim() - 2
     if model_dims == 2 and image_dims == 3:  # whole slices across the last axis, slice_batch at a time
         return SliceInferer(roi_size=(-1, -1), sw_batch_size=slice_batch, spatial_dim=2, overlap=0.0)(image, net)
-    if model_dims == 3 and any(s > r for s, r in zip(image.shape[2:], roi_size)):
+    if model_dims == 3 and any(s > r for s, r in zip(image.shape[2:], roi_size, strict=True)):
         inferer = SlidingWindowInferer(
-            roi_size=list(roi_size), sw_batch_size=sw_batch_size, overlap=overlap, mode="gaussian", padding_mode="replicate"
+            roi_size=list(roi_size), sw_batch_size=sw_batch_size, overlap=overlap, mode="gaussian",
+            padding_mode="replicate",
         )
         return inferer(image, net)
     return net(image)

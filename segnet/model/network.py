@@ -64,7 +64,8 @@ class EdgeUNet(nn.Module):
 
         def residual(cin: int, cout: int, stride: int = 1) -> nn.Module:
             return ResidualUnit(
-                spatial_dims, cin, cout, strides=stride, subunits=max(num_res_units, 1), act=act, norm=norm, dropout=dropout
+                spatial_dims, cin, cout, strides=stride, subunits=max(num_res_units, 1), act=act, norm=norm,
+                dropout=dropout,
             )
 
         def edge(c: int, where: str) -> nn.Module:
@@ -94,7 +95,7 @@ class EdgeUNet(nn.Module):
     def _unet(self, x: torch.Tensor) -> torch.Tensor:
         h = self.stem(self.input_edge(x))
         skips = []
-        for down, skip_edge in zip(self.down, self.skip_edges):
+        for down, skip_edge in zip(self.down, self.skip_edges, strict=True):
             skips.append(skip_edge(h))
             h = down(h)
         for i in reversed(range(len(self.down))):

@@ -21,10 +21,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
+from segnet.errors import ConfigError
 from segnet.planning.fingerprint import fingerprint_dataset
 from segnet.planning.integrity import verify_dataset
 from segnet.planning.planner import plan_dataset
-from segnet.errors import ConfigError
 
 log = logging.getLogger(__name__)
 PLANS_FILE = "plans.json"

@@ -70,6 +70,6 @@ def fingerprint_dataset(description: DatasetDescription, cases: Sequence[Case], 
         "cases": per_case,
         "foreground_intensities": [
             {"channel": name, **intensity_statistics(np.concatenate(s) if s else np.zeros(0))}
-            for name, s in zip(description.channel_names, samples)
+            for name, s in zip(description.channel_names, samples, strict=True)
         ],
     }

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from monai.transforms import LoadImage
 
-from segnet.errors import DatasetError
 from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.errors import DatasetError
 
 AFFINE_TOLERANCE = 1e-3  # mm (origin) and mm per voxel (direction x spacing), as nnU-Net allows
 

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from segnet.errors import DatasetError
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
+from segnet.errors import DatasetError
 
 ANISOTROPY = 3.0
 MIN_BATCH = 2

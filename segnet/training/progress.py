@@ -43,17 +43,17 @@ class ProgressPlot(L.Callback):
 
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, height_ratios=(2, 1))
         if self.loss:
-            top.plot(*zip(*self.loss), color="C0", alpha=0.7, label="train loss")
+            top.plot(*zip(*self.loss, strict=True), color="C0", alpha=0.7, label="train loss")
         top.set_ylabel("train loss (Dice + CE)")
         dice_axis = top.twinx()
         for i, (name, points) in enumerate(self.dice.items()):
-            dice_axis.plot(*zip(*points), marker="o", color=f"C{i + 1}", label=f"val Dice {name}")
+            dice_axis.plot(*zip(*points, strict=True), marker="o", color=f"C{i + 1}", label=f"val Dice {name}")
         dice_axis.set_ylabel("validation Dice")
         dice_axis.set_ylim(0, 1)
         lines = top.get_legend_handles_labels()[0] + dice_axis.get_legend_handles_labels()[0]
         top.legend(lines, [line.get_label() for line in lines], loc="center right")
         if self.lr:
-            bottom.plot(*zip(*self.lr), color="C7")
+            bottom.plot(*zip(*self.lr, strict=True), color="C7")
         bottom.set_ylabel("learning rate")
         bottom.set_xlabel("optimizer step")
         for axis in (top, bottom):

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 
 import nibabel as nib
 import numpy as np
 import pytest
-from train_helpers import ROOT, train_tiny_task, write_nifti
 
+from helpers.commands import run_command
+from helpers.training import train_tiny_task
+from segnet.data.phantom import save_nifti
 from segnet.errors import ConfigError, DatasetError
 from segnet.inference.predictor import find_cases
 
@@ -20,12 +21,12 @@ from segnet.inference.predictor import find_cases
 def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
     image = np.zeros((4, 4, 4), np.float32)
     for name in ("b_0000", "b_0001", "a_0000", "a_0001"):
-        write_nifti(tmp_path / "two" / f"{name}.nii.gz", image)
+        save_nifti(tmp_path / "two" / f"{name}.nii.gz", image)
     cases = find_cases(tmp_path / "two", in_channels=2)
     assert [(c.name, [os.path.basename(p) for p in c.images]) for c in cases] == [
         ("a", ["a_0000.nii.gz", "a_0001.nii.gz"]), ("b", ["b_0000.nii.gz", "b_0001.nii.gz"])]
     assert [c.name for c in find_cases(tmp_path / "two" / "b_0000.nii.gz", 2)] == ["b"]  # one file: its case
-    write_nifti(tmp_path / "plain" / "scan.nii.gz", image)
+    save_nifti(tmp_path / "plain" / "scan.nii.gz", image)
     assert [c.name for c in find_cases(tmp_path / "plain", 1)] == ["scan"]
     with pytest.raises(DatasetError, match=r"case scan in .* has channel file\(s\) \[0\] but the model takes 2"):
         find_cases(tmp_path / "plain", 2)
@@ -39,11 +40,8 @@ def trained(tmp_path_factory):
                            "data.batch_size=1")
 
 
-def run_script(script: str, args: list[str], out) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *args, f"hydra.run.dir={out}/hydra"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+def run_script(command: str, args: list[str], out) -> subprocess.CompletedProcess:
+    return run_command(command, *args, f"hydra.run.dir={out}/hydra")
 
 
 @pytest.mark.slow
@@ -54,8 +52,8 @@ def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path
     for i in range(2):  # images only, nnU-Net's channel naming, an oblique grid
         shutil.copy(root / "imagesTr" / f"case_{i:03d}.nii.gz", images / f"scan{i}_0000.nii.gz")
     ensemble = f"ckpt_path=[{run}/checkpoints/best.ckpt,{run}/checkpoints/last.ckpt]"
-    result = run_script("predict.py", [ensemble, f"input={images}", f"output={tmp_path / 'out'}",
-                                       "save_probabilities=true", "op=cpp"], tmp_path)
+    result = run_script("segnet-predict", [ensemble, f"input={images}", f"output={tmp_path / 'out'}",
+                                           "save_probabilities=true", "op=cpp"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     for i in range(2):
         image = nib.load(images / f"scan{i}_0000.nii.gz")
@@ -74,11 +72,11 @@ def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path
 def test_evaluation_scores_what_prediction_writes(trained, tmp_path):
     root, run = trained
     checkpoint = run / "checkpoints" / "last.ckpt"
-    evaluated = run_script("evaluate.py", [f"ckpt_path={checkpoint}", f"data.root={root}", "data.split=all",
-                                           "tta=true", "op=cpp"], tmp_path / "eval")
+    evaluated = run_script("segnet-evaluate", [f"ckpt_path={checkpoint}", f"data.root={root}", "data.split=all",
+                                               "tta=true", "op=cpp"], tmp_path / "eval")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    predicted = run_script("predict.py", [f"ckpt_path={checkpoint}", f"input={root / 'imagesTr'}", "tta=true",
-                                          f"output={tmp_path / 'pred'}", "op=cpp"], tmp_path / "pred")
+    predicted = run_script("segnet-predict", [f"ckpt_path={checkpoint}", f"input={root / 'imagesTr'}", "tta=true",
+                                              f"output={tmp_path / 'pred'}", "op=cpp"], tmp_path / "pred")
     assert predicted.returncode == 0, predicted.stderr[-3000:]
     for i in range(3):
         a = nib.load(tmp_path / "eval" / "hydra" / "predictions" / f"case_{i:03d}.nii.gz")
@@ -87,7 +85,7 @@ def test_evaluation_scores_what_prediction_writes(trained, tmp_path):
 
 
 def test_missing_arguments_are_one_line(tmp_path):
-    result = run_script("predict.py", ["input=x", "output=y"], tmp_path)
+    result = run_script("segnet-predict", ["input=x", "output=y"], tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of them: "

@@ -9,11 +9,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_nifti
 
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
-from segnet.planning.fingerprint import fingerprint_dataset
 from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize
+from segnet.data.phantom import write_case, write_dataset_json
+from segnet.planning.fingerprint import fingerprint_dataset
 from segnet.training.api import train
 
 
@@ -29,15 +30,11 @@ def ct_case(air_rows: int, seed: int, shape=(24, 24, 16)) -> tuple[np.ndarray, n
 
 
 def write_ct_dataset(root, modality="CT", cases=((2, 0), (12, 1), (6, 2))):
-    training = []
-    for i, (air, seed) in enumerate(cases):
+    names = [f"ct_{i:03d}" for i in range(len(cases))]
+    for name, (air, seed) in zip(names, cases, strict=True):
         image, label = ct_case(air, seed)
-        write_nifti(root / "imagesTr" / f"ct_{i:03d}.nii.gz", image)
-        write_nifti(root / "labelsTr" / f"ct_{i:03d}.nii.gz", label)
-        training.append({"image": f"./imagesTr/ct_{i:03d}.nii.gz", "label": f"./labelsTr/ct_{i:03d}.nii.gz"})
-    (root / "dataset.json").write_text(json.dumps({"name": "CT", "modality": {"0": modality},
-                                                   "labels": {"0": "background", "1": "bone"}, "training": training}))
-    return root
+        write_case(root, name, [image], label)
+    return write_dataset_json(root, "decathlon", ("background", "bone"), [modality], names, name="CT")
 
 
 def ct_plan(tmp_path):
@@ -64,7 +61,8 @@ def test_ct_values_mean_the_same_whatever_the_amount_of_air(tmp_path):
     ct = NormalizeChannelsd(keys="image", plan=plan)
     same = [ct({"image": v[None]})["image"][0][bone] for v in (little_air, much_air)]
     assert torch.allclose(same[0], same[1])  # one scale for every volume
-    per_volume = [NormalizeChannelsd(keys="image")({"image": v[None]})["image"][0][bone] for v in (little_air, much_air)]
+    per_volume = [NormalizeChannelsd(keys="image")({"image": v[None]})["image"][0][bone]
+                  for v in (little_air, much_air)]
     assert not torch.allclose(per_volume[0], per_volume[1], atol=0.1)  # what a per-volume z-score would do
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import ROOT
 from ops.library import DEFAULT_CUDA_HOME, default_cuda_archs
 
-ROOT = Path(__file__).resolve().parent.parent
 NVCC = Path(os.environ.get("CUDA_HOME", DEFAULT_CUDA_HOME)) / "bin" / "nvcc"
 
 

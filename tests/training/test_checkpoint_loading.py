@@ -7,8 +7,8 @@ import os
 
 import pytest
 import torch
-from train_helpers import run_train_script, tiny_overrides
 
+from helpers.training import run_train_script, tiny_overrides
 from segnet.inference.loading import CheckpointError, load_module
 
 
@@ -48,8 +48,7 @@ def test_resuming_training_from_it_is_refused_before_any_code_runs(hostile_check
 
 
 def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path):
-    from train_helpers import compose_config
-
+    from helpers.training import compose_config
     from segnet.evaluation.evaluator import Evaluator
     from segnet.training.api import train
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import ROOT
 from ops.library import DEFAULT_CUDA_HOME
 
-ROOT = Path(__file__).resolve().parent.parent
 NVCC = Path(DEFAULT_CUDA_HOME) / "bin" / "nvcc"
 
 

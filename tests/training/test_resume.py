@@ -14,10 +14,11 @@ import time
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
-from segnet.training.checkpoints import AtomicCheckpointIO
+from helpers import ROOT
+from helpers.training import compose_config, run_train_script, tiny_overrides
 from segnet.training.api import train
+from segnet.training.checkpoints import AtomicCheckpointIO
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
 
@@ -101,7 +102,8 @@ def test_resuming_with_more_epochs_keeps_the_schedule(tmp_path):
     run(tmp_path, ["trainer.max_epochs=1"])
     rates = learning_rates(tmp_path)
     last = tmp_path / "checkpoints" / "last.ckpt"
-    train(compose_config(tiny_overrides() + ["op=cpp", "trainer.max_epochs=2", f"ckpt_path={last}"], output_dir=tmp_path))
+    train(compose_config(tiny_overrides() + ["op=cpp", "trainer.max_epochs=2", f"ckpt_path={last}"],
+                         output_dir=tmp_path))
     extended = learning_rates(tmp_path)
     # the first fit's schedule ended at its floor; a longer resume stays there instead of jumping back up
     assert extended[STEPS_PER_EPOCH] <= rates[STEPS_PER_EPOCH - 1]

@@ -10,8 +10,9 @@ import lightning as L
 import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from train_helpers import ROOT, compose_config, run_train_script, tiny_overrides
 
+from helpers import ROOT
+from helpers.training import compose_config, run_train_script, tiny_overrides
 from segnet.training.api import build_module, train
 
 
@@ -40,7 +41,7 @@ def test_python_and_cpp_backends_train_alike(tmp_path):
     python = first_losses(tmp_path / "python", "python")
     cpp = first_losses(tmp_path / "cpp", "cpp")
     assert len(python) == len(cpp) == 4
-    for p, c in zip(python, cpp):
+    for p, c in zip(python, cpp, strict=True):
         assert abs(p - c) <= 1e-4 * abs(p)
 
 
@@ -61,7 +62,8 @@ def test_tiny_sweep_and_its_report(tmp_path):
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]
     result = report(sweep)
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = [line for line in (sweep / "ablation.md").read_text().splitlines() if line.startswith("| ") and "|---" not in line]
+    rows = [line for line in (sweep / "ablation.md").read_text().splitlines()
+            if line.startswith("| ") and "|---" not in line]
     assert [row.split("|")[2].strip() for row in rows[1:]] == ["python", "cpp"]
     assert rows[1].split("|")[-2].strip() == "1.00x"
     assert (sweep / "ablation.png").stat().st_size > 0
@@ -69,9 +71,11 @@ def test_tiny_sweep_and_its_report(tmp_path):
 
 def fake_run(folder, backend, compile, dice=None):
     (folder / ".hydra").mkdir(parents=True)
-    OmegaConf.save(OmegaConf.create({"op": {"backend": backend}, "compile": compile}), folder / ".hydra" / "config.yaml")
+    config = OmegaConf.create({"op": {"backend": backend}, "compile": compile})
+    OmegaConf.save(config, folder / ".hydra" / "config.yaml")
     if dice is not None:
-        metrics = {"backend": backend, "compile": compile, "step_time_ms_median": 100.0 if backend == "python" else 25.0,
+        metrics = {"backend": backend, "compile": compile,
+                   "step_time_ms_median": 100.0 if backend == "python" else 25.0,
                    "samples_per_s": 10.0, "peak_memory_mb": 1000.0, "val_dice_mean": dice}
         (folder / "metrics.json").write_text(json.dumps(metrics))
 

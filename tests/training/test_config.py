@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from omegaconf import OmegaConf
-from train_helpers import CONF, compose_config, run_train_script, tiny_overrides, write_decathlon
 
+from helpers.data import write_decathlon
+from helpers.training import CONF, compose_config, run_train_script, tiny_overrides
 from segnet.errors import ConfigError, DatasetError
 from segnet.training.api import resolve_run_backend, train
 
@@ -74,7 +75,9 @@ def test_unknown_backend_is_rejected(tmp_path):
 
 def test_cuda_backend_without_gpu_says_what_to_use(tmp_path):
     cfg = compose_config(["op=cuda"], output_dir=tmp_path)
-    with pytest.raises(ConfigError, match="op.backend=cuda needs a GPU trainer .* use op.backend=cpp or op.backend=auto"):
+    with pytest.raises(
+        ConfigError, match="op.backend=cuda needs a GPU trainer .* use op.backend=cpp or op.backend=auto"
+    ):
         resolve_run_backend(cfg)
 
 

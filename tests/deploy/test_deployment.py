@@ -17,12 +17,14 @@ import nibabel as nib
 import numpy as np
 import pytest
 import torch
-from train_helpers import ROOT, train_tiny_task
 
+from helpers import ROOT
+from helpers.commands import run_command
+from helpers.training import train_tiny_task
 from ops import library, shipped, standalone
-from segnet.inference.loading import load_module
 from segnet.data.dataset_json import Case
 from segnet.export.exporter import export_module
+from segnet.inference.loading import load_module
 from segnet.inference.predictor import PredictionWriter, Predictor
 
 
@@ -134,7 +136,7 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
     export_module(module, tmp_path / "model.pt2", "exported_program", torch.device("cpu"))
     image = root / "imagesTr" / "case_000.nii.gz"
     predicted = subprocess.run(
-        [venv / "bin" / "python", "-m", "segnet.inference.api", f"model={tmp_path / 'model.pt2'}", f"input={image}",
+        [venv / "bin" / "segnet-predict", f"model={tmp_path / 'model.pt2'}", f"input={image}",
          f"output={tmp_path / 'labels'}", "device=cpu", f"hydra.run.dir={tmp_path / 'predict'}"],
         env=bare, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert predicted.returncode == 0, predicted.stderr[-3000:]
@@ -173,7 +175,7 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
     assert set(json.loads(ran.stdout)["seconds"]) == {"import_torch_and_ops", "load_op_library", "load_package",
                                                       "first_call"}
     with torch.no_grad():
-        for x, exported in zip(inputs, torch.load(tmp_path / "outputs.pt")):
+        for x, exported in zip(inputs, torch.load(tmp_path / "outputs.pt"), strict=True):
             eager = module.net(x)
             assert exported.shape == eager.shape
             assert (exported - eager).abs().max() <= 1e-5
@@ -182,19 +184,17 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
 @pytest.mark.slow
 def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, tmp_path):
     root, checkpoint = trained
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-    def script(name, *args):
-        done = subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args, f"hydra.run.dir={tmp_path}/h"],
-                              capture_output=True, text=True, timeout=900, env=env)
+    def command(name, *args):
+        done = run_command(name, *args, f"hydra.run.dir={tmp_path}/h", timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
 
-    script("export.py", f"ckpt_path={checkpoint}", f"output={tmp_path / 'model.pt2'}")
+    command("segnet-export", f"ckpt_path={checkpoint}", f"output={tmp_path / 'model.pt2'}")
     images = root / "imagesTr"
-    script("predict.py", f"model={tmp_path / 'model.pt2'}", f"input={images}", f"output={tmp_path / 'exported'}",
-           "device=cpu")
-    script("predict.py", f"ckpt_path={checkpoint}", f"input={images}", f"output={tmp_path / 'checkpoint'}",
-           "device=cpu")
+    command("segnet-predict", f"model={tmp_path / 'model.pt2'}", f"input={images}", f"output={tmp_path / 'exported'}",
+            "device=cpu")
+    command("segnet-predict", f"ckpt_path={checkpoint}", f"input={images}", f"output={tmp_path / 'checkpoint'}",
+            "device=cpu")
     for case in sorted(images.iterdir()):
         a, b = (nib.load(tmp_path / side / case.name) for side in ("exported", "checkpoint"))
         assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj)) and np.allclose(a.affine, b.affine)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import (
+
+import ops
+from helpers.op import (
     SHAPES,
     STRIP_SHAPES,
     assert_matches,
@@ -14,8 +16,6 @@ from conftest import (
     shape_id,
     unaligned,
 )
-
-import ops
 
 pytestmark = pytest.mark.cuda
 
@@ -54,7 +54,10 @@ def test_cuda_on_unaligned_data(shape, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_cuda_agrees_with_the_cpu_kernels(dtype):
     x, alpha, grad_y = random_inputs((3, 5, 45, 70), dtype=dtype)
-    cpu = (torch.ops.segnet_ops.edge_enhance(x, alpha, 1e-6), *torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6))
+    cpu = (
+        torch.ops.segnet_ops.edge_enhance(x, alpha, 1e-6),
+        *torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6),
+    )
     ops.resolve_backend("cuda", torch.device("cuda"))
     gpu = (
         torch.ops.segnet_ops.edge_enhance(x.cuda(), alpha.cuda(), 1e-6),

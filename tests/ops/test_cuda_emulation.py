@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SHAPES, STRIP_SHAPES, assert_matches, random_inputs, reference_with_grads, shape_id, unaligned
+
+from helpers.op import SHAPES, STRIP_SHAPES, assert_matches, random_inputs, reference_with_grads, shape_id, unaligned
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 

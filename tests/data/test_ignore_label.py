@@ -9,8 +9,9 @@ import nibabel as nib
 import numpy as np
 import pytest
 import torch
-from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon
 
+from helpers.data import write_decathlon
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case

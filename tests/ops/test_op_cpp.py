@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import (
+
+import ops
+from helpers.op import (
     SHAPES,
     SHAPES_2D,
     SHAPES_3D,
@@ -14,8 +16,6 @@ from conftest import (
     relative_error,
     shape_id,
 )
-
-import ops
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -82,7 +82,8 @@ def test_gradcheck(shape):
 def test_opcheck(shape, requires_grad):
     x, alpha, _ = random_inputs(shape)
     torch.library.opcheck(
-        torch.ops.segnet_ops.edge_enhance.default, (x.requires_grad_(requires_grad), alpha.requires_grad_(requires_grad), 1e-6)
+        torch.ops.segnet_ops.edge_enhance.default,
+        (x.requires_grad_(requires_grad), alpha.requires_grad_(requires_grad), 1e-6),
     )
 
 
@@ -182,7 +183,7 @@ def test_backward_is_deterministic():
     x, alpha, grad_y = random_inputs((4, 3, 33, 40), dtype=torch.float32)
     first = torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6)
     second = torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6)
-    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 def test_autocast_runs_the_op_in_float32():
@@ -208,7 +209,7 @@ def test_compiled_module_has_no_graph_break_and_same_results(shape):
         y.backward(grad_y)
         results.append((y.detach(), xi.grad, module.alpha.grad.clone()))
         module.alpha.grad = None
-    for eager, comp in zip(*results):
+    for eager, comp in zip(*results, strict=True):
         assert torch.allclose(eager, comp, rtol=1e-6, atol=1e-6)
 
 

@@ -5,31 +5,21 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import subprocess
-import sys
 
 import nibabel as nib
 import numpy as np
 import pytest
 import torch
-from train_helpers import (
-    OBLIQUE_AFFINE,
-    ROOT,
-    TINY_MODEL,
-    TINY_TRAINER,
-    compose_config,
-    other_scanner,
-    write_decathlon,
-    write_nnunet,
-)
 
+from helpers.commands import run_command
+from helpers.data import OBLIQUE_AFFINE, other_scanner, write_decathlon, write_nnunet
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
 from segnet.evaluation.evaluator import METRICS, Evaluator, score_case, select_cases, summarize, write_reports
-from segnet.training.module import SegmentationModule
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
 from segnet.training.api import train
+from segnet.training.module import SegmentationModule
 
 
 def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():
@@ -66,7 +56,7 @@ def scored(prediction: np.ndarray, reference: np.ndarray, tmp_path, spacing=(1.0
 
 def block(shape=(10, 12, 8), corner=(2, 3, 2), size=(4, 4, 3), value=1) -> np.ndarray:
     out = np.zeros(shape, np.int64)
-    out[tuple(slice(c, c + n) for c, n in zip(corner, size))] = value
+    out[tuple(slice(c, c + n) for c, n in zip(corner, size, strict=True))] = value
     return out
 
 
@@ -237,11 +227,8 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
                           f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=4",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=tmp_path / "train"))
     out = tmp_path / "eval"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "evaluate.py"), f"ckpt_path={tmp_path / 'train/checkpoints/best.ckpt'}",
-         f"data.root={root}", "data.split=all", "tta=true", f"hydra.run.dir={out}"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    result = run_command("segnet-evaluate", f"ckpt_path={tmp_path / 'train/checkpoints/best.ckpt'}",
+                         f"data.root={root}", "data.split=all", "tta=true", f"hydra.run.dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert {"metric_per_case", "mean", "foreground_mean"} <= set(summary)
@@ -257,10 +244,7 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
 
 def test_evaluate_script_reports_a_missing_checkpoint(tmp_path):
     root = write_decathlon(tmp_path / "Task", cases=2)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "evaluate.py"), f"ckpt_path={tmp_path / 'nope.ckpt'}", f"data.root={root}",
-         f"hydra.run.dir={tmp_path / 'eval'}"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    result = run_command("segnet-evaluate", f"ckpt_path={tmp_path / 'nope.ckpt'}", f"data.root={root}",
+                         f"hydra.run.dir={tmp_path / 'eval'}", timeout=300)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("error: ckpt_path=")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, write_decathlon
 
+from helpers.data import write_decathlon
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.splits import choose_split, kfold
 from segnet.errors import ConfigError
@@ -39,7 +40,7 @@ def test_dataset_splits_final_json_wins(tmp_path):
 
 
 def test_too_few_cases_for_the_folds_is_one_clear_line(tmp_path):
-    from train_helpers import run_train_script
+    from helpers.training import run_train_script
 
     root = write_decathlon(tmp_path / "Task", cases=3)
     result = run_train_script(["data=decathlon", f"data.root={root}", "trainer=cpu"], tmp_path)

@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from train_helpers import ROOT
+
+from helpers import ROOT
 
 
 def run_python(code: str, tmp_path, **env) -> subprocess.CompletedProcess:

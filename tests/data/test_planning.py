@@ -5,26 +5,30 @@ and the checkpoint, passed back in; resampling there and back, whatever the stor
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import nibabel as nib
 import numpy as np
 import pytest
 import torch
-from train_helpers import ROOT, TINY_MODEL, TINY_TRAINER, compose_config
 
-from segnet.inference.loading import load_module
+from helpers.commands import run_command
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
-from segnet.planning.fingerprint import fingerprint_dataset, ras_geometry
 from segnet.data.phantom import sample_phantom, write_phantom_dataset
-from segnet.planning.planner import (
-    BATCH_SHARE, MIN_BATCH, orientation, patch_and_batch, plan_dataset, saved_bytes_per_voxel, target_spacing,
-)
 from segnet.data.transforms import eval_transforms
-from segnet.metrics import dice_per_class
+from segnet.inference.loading import load_module
 from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.metrics import dice_per_class
+from segnet.planning.fingerprint import fingerprint_dataset, ras_geometry
+from segnet.planning.planner import (
+    BATCH_SHARE,
+    MIN_BATCH,
+    orientation,
+    patch_and_batch,
+    plan_dataset,
+    saved_bytes_per_voxel,
+    target_spacing,
+)
 from segnet.training.api import train
 
 MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm": "instance", "act": "prelu",
@@ -88,9 +92,9 @@ def test_patch_and_batch_fit_the_budget():
     assert all(p % stride == 0 for p in patch) and patch == [152, 136, 64]  # the median shape fits
     assert batch * np.prod(patch) * per_voxel <= 16 * 2**30 and batch >= MIN_BATCH
     small, small_batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], stride, per_voxel, 2**30, 1e12)
-    assert np.prod(small) * per_voxel * MIN_BATCH <= 2**30 and all(s <= p for s, p in zip(small, patch))
+    assert np.prod(small) * per_voxel * MIN_BATCH <= 2**30 and all(s <= p for s, p in zip(small, patch, strict=True))
     # shrinking takes the widest axis in mm first: the field of view stays as round as the steps allow
-    extent_mm = [n * mm for n, mm in zip(small, [0.8, 0.8, 2.5])]
+    extent_mm = [n * mm for n, mm in zip(small, [0.8, 0.8, 2.5], strict=True)]
     assert small == [120, 120, 32] and max(extent_mm) - min(extent_mm) <= stride * 2.5
     # a tiny dataset: no more than BATCH_SHARE of its voxels per step, but never below MIN_BATCH
     _, capped = patch_and_batch([32, 32, 32], [1, 1, 1], stride, 10.0, 16 * 2**30, 20 * 32**3)
@@ -177,17 +181,15 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
 
 def test_plan_script_writes_a_plan_and_verify_lists_broken_cases(tmp_path):
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:3])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    script = [sys.executable, str(ROOT / "scripts" / "plan.py"), f"data.root={root}", f"hydra.run.dir={tmp_path}/h"]
-    done = subprocess.run([*script, f"output={tmp_path / 'plans.json'}"], capture_output=True, text=True, env=env,
-                          timeout=300)
+    args = [f"data.root={root}", f"hydra.run.dir={tmp_path}/h"]
+    done = run_command("segnet-plan", *args, f"output={tmp_path / 'plans.json'}", timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "plans.json").read_text())["orientation"] == "RAS"
     label = nib.load(root / "labelsTr" / "phantom_001.nii.gz")
     broken = np.asarray(label.dataobj).copy()
     broken[0, 0, 0] = 7
     nib.save(nib.Nifti1Image(broken, label.affine), str(root / "labelsTr" / "phantom_001.nii.gz"))
-    verified = subprocess.run([*script, "--verify"], capture_output=True, text=True, env=env, timeout=300)
+    verified = run_command("segnet-plan", *args, "--verify", timeout=300)
     assert verified.returncode != 0
     assert "case phantom_001: " in verified.stderr and "label values 7 are not classes" in verified.stderr
     assert "Traceback" not in verified.stderr

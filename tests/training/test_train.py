@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from train_helpers import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides, write_decathlon
 
+from helpers.data import write_decathlon
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides
 from segnet.training.api import train
 
 METRIC_KEYS = {
@@ -84,7 +85,8 @@ def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     metrics = run(
         tmp_path / "run",
         ["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", f"data.spatial_dims={spatial_dims}",
-         f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3", *TINY_MODEL, *TINY_TRAINER],
+         f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3", *TINY_MODEL,
+         *TINY_TRAINER],
     )
     assert set(metrics["val_dice_per_class"]) == {"core", "shell"}
     assert not math.isnan(metrics["val_dice_mean"])
@@ -162,7 +164,8 @@ def test_a_broken_dataset_stops_training_with_every_problem_named(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     message = result.stderr
     assert f"{root} has 4 problem(s); training does not start on a broken dataset" in message
-    assert "case case_001: " in message and "label values 9 are not classes of dataset.json (0 background, 1 core" in message
+    assert "case case_001: " in message and (
+        "label values 9 are not classes of dataset.json (0 background, 1 core" in message)
     assert "case case_002: " in message and "label values 0.5 are not classes" in message
     assert "case case_003: " in message and "its affine differs from" in message
     assert "case case_004: " in message and "NaN or infinite intensities" in message
@@ -172,8 +175,8 @@ def test_a_broken_dataset_stops_training_with_every_problem_named(tmp_path):
 
 def test_unreadable_files_and_duplicate_cases_are_named(tmp_path):
     from segnet.data.dataset_json import describe_dataset
-    from segnet.planning.integrity import verify_dataset
     from segnet.errors import DatasetError
+    from segnet.planning.integrity import verify_dataset
 
     root = write_decathlon(tmp_path / "Task", cases=3)
     (root / "imagesTr" / "case_001.nii.gz").write_bytes(b"not a nifti file")

@@ -1,0 +1,66 @@
+"""Composing the real conf/ tree and running tiny trainings in tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from helpers import ROOT
+from helpers.data import OBLIQUE_AFFINE, write_decathlon
+from segnet.config import register_resolvers
+
+CONF = ROOT / "conf"
+
+# A few seconds per run on 2 CPU cores: tiny images, a 2-level U-Net, one epoch.
+TINY_2D = [
+    "data.image_size=32", "data.roi_size=[32,32]", "data.radius=[3,8]", "data.num_objects=3",
+    "data.num_train=8", "data.num_val=2", "data.batch_size=4",
+]
+TINY_3D = [
+    "data=synthetic3d", "data.image_size=24", "data.roi_size=[16,16,16]", "data.radius=[3,6]",
+    "data.num_objects=2", "data.num_train=2", "data.num_val=1", "data.batch_size=1",
+]
+TINY_MODEL = ["model.channels=[8,16]", "model.strides=[2]"]
+TINY_TRAINER = [
+    "trainer=cpu", "trainer.max_epochs=1", "trainer.check_val_every_n_epoch=1", "trainer.log_every_n_steps=1",
+    "callbacks.step_timer.skip=0", "trainer.enable_model_summary=false", "callbacks.progress_bar.refresh_rate=0",
+]
+
+
+def compose_config(overrides: list[str], output_dir: Path | None = None) -> DictConfig:
+    register_resolvers()
+    extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides + extra)
+
+
+def tiny_overrides(spatial_dims: int = 2) -> list[str]:
+    return (TINY_2D if spatial_dims == 2 else TINY_3D) + TINY_MODEL + TINY_TRAINER
+
+
+def train_tiny_task(tmp_path_factory, *overrides: str) -> tuple[Path, Path]:
+    """A tiny Decathlon task on an oblique grid and a tiny model trained on it: (dataset, run folder)."""
+    from segnet.training.api import train
+
+    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
+    run = tmp_path_factory.mktemp("run")
+    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "op=cpp",
+                          *overrides, *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    return root, run
+
+
+def run_train_script(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """python train.py ARGS as the README runs it (flags such as -m first), its run folder under cwd."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+    flags = [a for a in args if a.startswith("-")]
+    overrides = [a for a in args if not a.startswith("-")]
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *flags, f"hydra.run.dir={cwd}/run", f"hydra.sweep.dir={cwd}/multirun",
+         *overrides],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )
