@@ -1,17 +1,30 @@
-"""DataModule over a Medical Segmentation Decathlon or nnU-Net v2 raw dataset folder."""
+"""DataModule over a Medical Segmentation Decathlon or nnU-Net v2 raw dataset folder.
+
+By default it trains on the preprocessed cache (segnet.preprocessing), built once per node
+(Lightning's prepare_data) for every labelled case, so every fold shares it: crops read by
+memory map, augmented in the loader's workers or, batched, on the training device
+(data.augment_on). data.preprocessed=false loads and preprocesses the sources into memory at
+every start instead (MONAI's CacheDataset), the way it was done before the cache.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import lightning as L
+from monai import transforms as T
 from monai.data import CacheDataset, DataLoader
 from torch.utils.data import RandomSampler
 
-from segnet.errors import ConfigError
+from segnet.data.cached import CropDataset, VolumeDataset
 from segnet.data.dataset_json import Case, describe_dataset
+from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.splits import choose_split
-from segnet.data.transforms import eval_transforms, train_transforms
+from segnet.data.transforms import augmentation_transforms, eval_transforms, train_transforms
+from segnet.errors import ConfigError
+from segnet.preprocessing.api import preprocess
+
+AUGMENT_ON = ("workers", "device")
 
 
 def case_dicts(cases: Sequence[Case]) -> list[dict]:
@@ -31,7 +44,7 @@ class DecathlonDataModule(L.LightningDataModule):
         num_folds: int = 5, split_seed: int = 12345, samples_per_volume: int = 2, batch_size: int = 2,
         cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250,
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
-        **_: object,
+        preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers", **_: object,
     ):
         super().__init__()
         self.description = describe_dataset(str(root))
@@ -44,23 +57,56 @@ class DecathlonDataModule(L.LightningDataModule):
         if steps_per_epoch is not None and steps_per_epoch < 1:
             raise ConfigError(f"data.steps_per_epoch={steps_per_epoch}; use a positive number of batches, or null")
         self.steps_per_epoch = steps_per_epoch
+        if augment_on not in AUGMENT_ON:
+            raise ConfigError(f"data.augment_on={augment_on}; use {' or '.join(AUGMENT_ON)} (or auto)")
+        if augment_on == "device" and not preprocessed:
+            raise ConfigError("data.augment_on=device reads crops from the preprocessed cache; drop "
+                              "data.preprocessed=false, or use data.augment_on=workers")
+        self.preprocessed, self.cache_dir, self.augment_on = preprocessed, cache_dir, augment_on
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
         # The dataset's plan (segnet.planning.api, checked for integrity there, once for all ranks).
         self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing}
 
+    def prepare_data(self) -> None:
+        # Once per node, before the other ranks set up (Lightning waits for it): the cache.
+        if self.preprocessed:
+            self.preprocessed_cases()
+
+    def preprocessed_cases(self) -> dict:
+        """The cache entry of every labelled case, built where missing or stale."""
+        return preprocess(self.description, self.description.labelled, self.geometry, self.cache_dir,
+                          self.num_workers)
+
     def setup(self, stage: str | None = None) -> None:
-        if stage in ("fit", None) and not hasattr(self, "train_set"):
-            self.train_set = CacheDataset(
-                case_dicts(self.train_cases),
-                train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, **self.geometry),
-                cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
-            )
-        if not hasattr(self, "val_set"):
-            self.val_set = CacheDataset(
-                case_dicts(self.val_cases), eval_transforms(True, **self.geometry), cache_rate=self.cache_rate,
-                num_workers=self.num_workers or None, progress=False,
-            )
+        if hasattr(self, "val_set"):
+            return
+        if self.preprocessed:
+            entries = self.preprocessed_cases()  # current already: only checked
+            self.train_set = self.crops([entries[c.name] for c in self.train_cases])
+            self.val_set = VolumeDataset([entries[c.name] for c in self.val_cases])
+            return
+        self.train_set = CacheDataset(
+            case_dicts(self.train_cases),
+            train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, **self.geometry),
+            cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
+        )
+        self.val_set = CacheDataset(
+            case_dicts(self.val_cases), eval_transforms(True, **self.geometry), cache_rate=self.cache_rate,
+            num_workers=self.num_workers or None, progress=False,
+        )
+
+    def crops(self, entries: list) -> CropDataset:
+        """Patches (a 2D patch one slice thick); on the device's turn to augment, with the margin
+        its rotations and scalings sample in."""
+        patch = list(self.patch_size[:2]) + [1] if self.spatial_dims == 2 else list(self.patch_size)
+        margin, augment = [0, 0, 0], T.Compose(augmentation_transforms(self.spatial_dims))
+        if self.augment_on == "device":
+            wider = BatchAugmentation.input_size(patch[: self.spatial_dims], self.spatial_dims)
+            margin = [(w - p) // 2 for w, p in zip(wider, patch, strict=False)] + [0] * (3 - len(wider))
+            augment = None
+        return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
+                           squeeze_last=self.spatial_dims == 2)
 
     def train_dataloader(self) -> DataLoader:
         # Each volume yields samples_per_volume crops, so a batch holds batch_size * that many.
@@ -68,7 +114,8 @@ class DecathlonDataModule(L.LightningDataModule):
         # however few volumes there are (validation every N epochs then means every N * steps).
         sampler = None
         if self.steps_per_epoch is not None:
-            sampler = RandomSampler(self.train_set, replacement=True, num_samples=self.steps_per_epoch * self.batch_size)
+            sampler = RandomSampler(self.train_set, replacement=True,
+                                    num_samples=self.steps_per_epoch * self.batch_size)
         return DataLoader(
             self.train_set, batch_size=self.batch_size, shuffle=sampler is None, sampler=sampler,
             num_workers=self.num_workers, persistent_workers=self.num_workers > 0,

@@ -60,7 +60,13 @@ def train_transforms(
     ]
     if spatial_dims == 2:
         steps.append(T.SqueezeDimd(keys=list(KEYS), dim=-1))
-    steps += [
+    return T.Compose(steps + augmentation_transforms(spatial_dims))
+
+
+def augmentation_transforms(spatial_dims: int) -> list:
+    """The random part of training, on each crop in the loader's workers (data.augment_on=workers;
+    segnet.data.device_augmentation does the same on the batch, on the device)."""
+    steps = [
         # nnU-Net's spatial augmentation: rotation (+-15 degrees about every axis) and scaling
         # (0.85 to 1.15), each crop with probability 0.2; labels by nearest neighbour.
         T.RandAffined(
@@ -79,7 +85,7 @@ def train_transforms(
         # Crops need no geometry any more; plain tensors also batch cleanly after a squeeze.
         T.EnsureTyped(keys=list(KEYS), track_meta=False),
     ]
-    return T.Compose(steps)
+    return steps
 
 
 def eval_transforms(with_label: bool, **geometry) -> T.Compose:

@@ -21,14 +21,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import ops
-
-from segnet.training.callbacks import StepTimer
-from segnet.inference.loading import one_checkpoint, refusing_unsafe
-from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
-from segnet.training.module import SegmentationModule
+from segnet.inference.loading import one_checkpoint, refusing_unsafe
 from segnet.planning.api import plan_for_run
+from segnet.training.callbacks import StepTimer
+from segnet.training.checkpoints import AtomicCheckpointIO
+from segnet.training.module import SegmentationModule
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +168,7 @@ def _score(value: Any) -> float:
 def continue_in_run_folder(cfg: DictConfig) -> None:
     """Resuming from <run>/checkpoints/*.ckpt continues in <run>: its checkpoints (and so the
     best score so far), logs and metrics.json stay together."""
-    checkpoint = one_checkpoint(cfg, "resuming")
+    checkpoint = one_checkpoint(cfg, "resuming", "a run's checkpoints/last.ckpt")
     if checkpoint.parent.name == "checkpoints":
         run_folder = checkpoint.resolve().parent.parent
         log.info("resuming %s in its run folder %s", checkpoint, run_folder)
@@ -187,6 +186,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
 
     plan_for_run(cfg, output_dir)  # dataset folders: spacing, orientation, normalization, patch, batch
+    if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
+        cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
     datamodule = instantiate_data(cfg.data)
     if getattr(datamodule, "split", None) is not None and int(os.environ.get("LOCAL_RANK", "0")) == 0:
         output_dir.mkdir(parents=True, exist_ok=True)

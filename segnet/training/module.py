@@ -12,15 +12,14 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch.optim import lr_scheduler
 from lightning.pytorch.loggers import TensorBoardLogger
-from monai.data import MetaTensor
+from torch.optim import lr_scheduler
 
 import ops
-
-from segnet.inference.windows import predict_whole_image
-from segnet.model.loss import SegmentationLoss
+from segnet.data.device_augmentation import BatchAugmentation
+from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
+from segnet.model.loss import SegmentationLoss
 from segnet.model.network import build_network
 from segnet.training.visualize import validation_panel
 
@@ -32,11 +31,6 @@ def gather_from_ranks(scores: dict[str, list[float]]) -> dict[str, list[float]]:
     everyone: list[dict[str, list[float]] | None] = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(everyone, scores)
     return {name: value for part in everyone for name, value in sorted(part.items())}
-
-
-def plain(tensor: torch.Tensor) -> torch.Tensor:
-    """The tensor without MONAI metadata (slicing a batched MetaTensor splits its metadata too)."""
-    return tensor.as_tensor() if isinstance(tensor, MetaTensor) else tensor
 
 
 class SegmentationModule(L.LightningModule):
@@ -58,11 +52,24 @@ class SegmentationModule(L.LightningModule):
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
         self.ignore_label: int | None = data.get("ignore_label")
         self.loss = SegmentationLoss(self.ignore_label)
+        dims = data["spatial_dims"]
+        # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
+        self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims])
+                             if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
         self._val_dice: dict[str, list[float]] = {}  # case name -> Dice per class, this rank's cases
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return self.net(image)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        if self.augmentation is None or not self.trainer.training:  # validation: whole volumes as they are
+            return batch
+        # One draw of the global generator per batch seeds the device's: reproducible, and
+        # resumed exactly with the generators' state every checkpoint holds.
+        generator = torch.Generator(self.device).manual_seed(int(torch.randint(2**62, ())))
+        image, label = self.augmentation(batch["image"], batch["label"], generator)
+        return {**batch, "image": image, "label": label.long()}
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         loss = self.loss(self.net(batch["image"]), batch["label"])
@@ -75,7 +82,7 @@ class SegmentationModule(L.LightningModule):
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         image, labels = plain(batch["image"]), plain(batch["label"])
         prediction = self.predict_logits(image).argmax(1, keepdim=True)
-        for name, pred, label in zip(batch["name"], prediction, labels):
+        for name, pred, label in zip(batch["name"], prediction, labels, strict=True):
             pred, label, _ = drop_ignored(pred, label, self.ignore_label)
             self._val_dice[name] = dice_per_class(pred, label, len(self.class_names))
         if batch_idx == 0:
@@ -88,7 +95,7 @@ class SegmentationModule(L.LightningModule):
         self._val_dice = {}
         if not per_class:
             return
-        for name, value in zip(self.class_names[1:], per_class):
+        for name, value in zip(self.class_names[1:], per_class, strict=True):
             self.log(f"val/dice_{name}", value, sync_dist=True)
         self.log("val/dice_mean", nanmean(per_class), prog_bar=True, sync_dist=True)
 

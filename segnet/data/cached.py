@@ -1,0 +1,106 @@
+"""Datasets over the preprocessed cache (segnet.preprocessing): training crops read from memory
+maps, so a worker touches only the bytes of its crops and memory does not grow with the number
+of cases; validation reads whole volumes.
+
+Crops are foreground-aware as the worker chain's RandCropByPosNegLabeld (pos=2, neg=1): two of
+three centred on a foreground voxel (a class drawn uniformly among those the case holds, then one
+of its sampled voxels, nnU-Net's way, so small structures are seen as often as large ones), one
+anywhere; the patch stays inside the volume where it fits and is centred on a padded volume where
+it does not. A crop may be read with a margin around the patch (the device augmentation's
+rotations and scalings sample there); what lies outside the volume reads as zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from segnet.preprocessing.cache import PreprocessedCase
+
+POSITIVE_SHARE = 2 / 3
+
+
+def patch_start(size: int, patch: int, centre: int) -> int:
+    """Where a patch centred near `centre` starts along an axis of `size` voxels: inside the
+    volume where it fits, centred on the symmetric padding where it does not."""
+    if size < patch:
+        return -((patch - size) // 2)
+    return min(max(centre - patch // 2, 0), size - patch)
+
+
+def read_box(array: np.ndarray, start: Sequence[int], size: Sequence[int]) -> np.ndarray:
+    """array[:, start : start + size] of a (C, *spatial) array, zeros outside it: only the
+    overlapping bytes are read from a memory map."""
+    out = np.zeros((array.shape[0], *size), dtype=array.dtype)
+    inside, target = [slice(None)], [slice(None)]
+    for axis, (s, n) in enumerate(zip(start, size, strict=True)):
+        lo, hi = max(s, 0), min(s + n, array.shape[axis + 1])
+        if hi <= lo:
+            return out
+        inside.append(slice(lo, hi))
+        target.append(slice(lo - s, hi - s))
+    out[tuple(target)] = array[tuple(inside)]
+    return out
+
+
+class CropDataset(Dataset):
+    """samples_per_volume crops of each case: {"image": float32 (C, *crop), "label": (1, *crop)}.
+
+    `patch` is the training patch (3 axes; a 2D patch is one slice thick), `margin` the voxels
+    read beyond it on each side, `augment` what the workers do to each crop afterwards (the
+    MONAI chain when augmentation runs in the workers), `squeeze_last` drops the slice axis of a
+    2D crop."""
+
+    def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
+                 margin: Sequence[int] = (0, 0, 0), augment: Callable[[dict], dict] | None = None,
+                 squeeze_last: bool = False):
+        self.entries = list(entries)
+        self.patch, self.margin = list(patch), list(margin)
+        self.samples_per_volume = samples_per_volume
+        self.augment = augment
+        self.squeeze_last = squeeze_last
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def centre(self, shape: Sequence[int], foreground: np.ndarray) -> list[int]:
+        # torch's generator: seeded per worker by the DataLoader, saved and restored on resume
+        if len(foreground) and torch.rand(()) < POSITIVE_SHARE:
+            classes = np.unique(foreground[:, 0])
+            chosen = foreground[foreground[:, 0] == classes[torch.randint(len(classes), ()).item()]]
+            return chosen[torch.randint(len(chosen), ()).item(), 1:].tolist()
+        return [torch.randint(s, ()).item() for s in shape]
+
+    def crop(self, image: np.ndarray, label: np.ndarray, foreground: np.ndarray) -> dict:
+        centre = self.centre(image.shape[1:], foreground)
+        start = [patch_start(s, p, c) - m for s, p, c, m in zip(image.shape[1:], self.patch, centre, self.margin,
+                                                                strict=True)]
+        size = [p + 2 * m for p, m in zip(self.patch, self.margin, strict=True)]
+        sample = {"image": torch.from_numpy(read_box(image, start, size)),
+                  "label": torch.from_numpy(read_box(label, start, size))}
+        if self.squeeze_last:
+            sample = {key: value[..., 0] for key, value in sample.items()}
+        return self.augment(sample) if self.augment else sample
+
+    def __getitem__(self, index: int) -> list[dict]:
+        entry = self.entries[index]
+        image, label, foreground = entry.image(), entry.label(), entry.foreground()
+        return [self.crop(image, label, foreground) for _ in range(self.samples_per_volume)]
+
+
+class VolumeDataset(Dataset):
+    """Whole preprocessed volumes for validation: {"image", "label" (int64), "name"}."""
+
+    def __init__(self, entries: Sequence[PreprocessedCase]):
+        self.entries = list(entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index: int) -> dict:
+        entry = self.entries[index]
+        return {"image": torch.from_numpy(entry.image(mmap=False)),
+                "label": torch.from_numpy(entry.label(mmap=False).astype(np.int64)), "name": entry.name}

@@ -1,0 +1,145 @@
+"""The preprocessed cache: built once and reused, redone for a changed plan or case, one correct
+cache from concurrent builders, crops read from memory maps, and the same arrays (so the same
+validation) as loading the sources."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+
+from helpers.data import write_decathlon
+from segnet.data.cached import CropDataset, VolumeDataset, patch_start, read_box
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.decathlon import case_dicts
+from segnet.data.transforms import eval_transforms
+from segnet.preprocessing import api
+from segnet.preprocessing.api import preprocess
+
+GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    return describe_dataset(str(root)), tmp_path / "cache"
+
+
+def built_cases(monkeypatch) -> list[str]:
+    """The names of the cases build_case writes from now on."""
+    built = []
+    original = api.build_case
+
+    def counting(case, entry, geometry, dtype):
+        if not entry.is_current(case):
+            built.append(case.name)
+        original(case, entry, geometry, dtype)
+
+    monkeypatch.setattr(api, "build_case", counting)
+    return built
+
+
+def test_the_cache_holds_what_loading_the_sources_gives(dataset):
+    description, cache = dataset
+    entries = preprocess(description, description.labelled, GEOMETRY, str(cache))
+    for case in description.labelled:
+        loaded = eval_transforms(True, **GEOMETRY)(case_dicts([case])[0])
+        entry = entries[case.name]
+        assert np.array_equal(entry.image(), loaded["image"].numpy())
+        assert entry.image().dtype == np.float32 and entry.label().dtype == np.uint8  # labels 0..2
+        assert np.array_equal(entry.label(), loaded["label"].numpy())
+        properties = entry.properties()
+        assert properties["spacing"] == [1.5, 1.5, 1.5]
+        assert properties["shape"] == list(loaded["image"].shape[1:])
+        assert np.allclose(properties["original_affine"], loaded["image"].meta["original_affine"])
+        foreground = entry.foreground()
+        assert set(foreground[:, 0]) == {1, 2}
+        assert (entry.label()[0][tuple(foreground[:, 1:].T)] == foreground[:, 0]).all()  # each is where it says
+
+
+def test_validation_volumes_equal_the_old_path(dataset):
+    description, cache = dataset
+    entries = preprocess(description, description.labelled, GEOMETRY, str(cache))
+    volumes = VolumeDataset([entries[c.name] for c in description.labelled])
+    for index, case in enumerate(description.labelled):
+        loaded = eval_transforms(True, **GEOMETRY)(case_dicts([case])[0])
+        item = volumes[index]
+        assert item["name"] == case.name and item["label"].dtype == torch.int64
+        assert torch.equal(item["image"], loaded["image"].as_tensor())
+        assert torch.equal(item["label"], loaded["label"].as_tensor())
+
+
+def test_built_once_then_reused(dataset, monkeypatch):
+    description, cache = dataset
+    built = built_cases(monkeypatch)
+    first = preprocess(description, description.labelled, GEOMETRY, str(cache))
+    stamps = {name: os.stat(e.path("image")).st_mtime_ns for name, e in first.items()}
+    again = preprocess(description, description.labelled, GEOMETRY, str(cache))
+    assert sorted(built) == sorted(c.name for c in description.labelled)  # each once, in the first call
+    assert {name: os.stat(e.path("image")).st_mtime_ns for name, e in again.items()} == stamps
+
+
+def test_a_changed_plan_or_case_is_done_again(dataset, monkeypatch):
+    description, cache = dataset
+    first = preprocess(description, description.labelled, GEOMETRY, str(cache))
+    built = built_cases(monkeypatch)
+    other = preprocess(description, description.labelled, {**GEOMETRY, "spacing": [2.0, 2.0, 2.0]}, str(cache))
+    assert len(built) == 3 and next(iter(other.values())).folder != next(iter(first.values())).folder
+    built.clear()
+    changed = description.labelled[1]
+    time.sleep(0.01)  # a new modification time even on coarse clocks
+    image = np.asarray(nib.load(changed.images[0]).dataobj)
+    nib.save(nib.Nifti1Image(image * 2, np.eye(4)), changed.images[0])
+    redone = preprocess(description, description.labelled, GEOMETRY, str(cache))
+    assert built == [changed.name]
+    assert redone[changed.name].properties()["sources"][0]["size"] == os.stat(changed.images[0]).st_size
+
+
+def test_concurrent_builders_make_one_correct_cache(dataset, tmp_path):
+    description, cache = dataset
+    script = (
+        "import sys; from segnet.data.dataset_json import describe_dataset; "
+        "from segnet.preprocessing.api import preprocess; "
+        "d = describe_dataset(sys.argv[1]); "
+        f"preprocess(d, d.labelled, {GEOMETRY!r}, sys.argv[2], workers=1)"
+    )
+    builders = [subprocess.Popen([sys.executable, "-c", script, str(description.root), str(cache)],
+                                 stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for builder in builders:
+        assert builder.wait(timeout=300) == 0, builder.stderr.read()[-2000:]
+    entries = preprocess(description, description.labelled, GEOMETRY, str(tmp_path / "alone"))
+    folder = next(iter(preprocess(description, description.labelled, GEOMETRY, str(cache)).values())).folder
+    assert not list(folder.glob(".*.tmp"))
+    for name, entry in entries.items():
+        shared = entry.__class__(folder, name)
+        assert np.array_equal(shared.image(), entry.image()) and np.array_equal(shared.label(), entry.label())
+
+
+def test_a_crop_reads_only_its_box_and_zeros_outside():
+    array = np.arange(2 * 5 * 6 * 7, dtype=np.float32).reshape(2, 5, 6, 7)
+    box = read_box(array, [-2, 1, 3], [4, 3, 6])
+    assert box.shape == (2, 4, 3, 6)
+    assert (box[:, :2] == 0).all() and (box[:, :, :, 4:] == 0).all()
+    assert np.array_equal(box[:, 2:, :, :4], array[:, :2, 1:4, 3:7])
+    assert patch_start(10, 4, 0) == 0 and patch_start(10, 4, 9) == 6 and patch_start(3, 7, 1) == -2
+
+
+def test_crops_come_from_memory_maps_and_favour_foreground(dataset):
+    description, cache = dataset
+    entries = list(preprocess(description, description.labelled, GEOMETRY, str(cache)).values())
+    assert isinstance(entries[0].image(), np.memmap)
+    torch.manual_seed(0)
+    crops = CropDataset(entries, [8, 8, 8], samples_per_volume=200)
+    samples = [s for i in range(len(crops)) for s in crops[i]]
+    assert all(s["image"].shape == (1, 8, 8, 8) and s["label"].shape == (1, 8, 8, 8) for s in samples)
+    with_foreground = np.mean([bool((s["label"] > 0).any()) for s in samples])
+    background_share = np.mean([(e.label() == 0).mean() for e in entries])
+    assert with_foreground >= 2 / 3 - 0.05 and with_foreground > 1 - background_share  # more than chance
+    margin = CropDataset(entries, [8, 8, 1], samples_per_volume=1, margin=[3, 3, 0], squeeze_last=True)[0][0]
+    assert margin["image"].shape == (1, 14, 14)
