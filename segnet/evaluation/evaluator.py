@@ -11,7 +11,6 @@ HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from tqdm import tqdm
 from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError
+from segnet.files import atomic_path, write_json
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import (
     diagonal_mm,
@@ -148,8 +148,8 @@ def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, An
 
 def write_reports(summary: dict[str, Any], output_dir: Path) -> None:
     # NaN is written as NaN, as nnU-Net's summary.json does (Python's json reads it back).
-    (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with open(output_dir / "per_case.csv", "w", newline="") as f:
+    write_json(output_dir / "summary.json", summary)
+    with atomic_path(output_dir / "per_case.csv") as temporary, open(temporary, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["case", "class", "name", *METRICS])
         for case in summary["metric_per_case"]:

@@ -19,13 +19,13 @@ settings.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from segnet.files import atomic_path, write_json
 from segnet.inference.exported import metadata_path
 from segnet.training.module import SegmentationModule
 
@@ -50,12 +50,12 @@ def export_module(module: SegmentationModule, output: Path, export_format: str, 
     with torch.no_grad():
         program = torch.export.export(net, (example,), dynamic_shapes={"x": dynamic})
     export_seconds = time.perf_counter() - start
-    output.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    if export_format == "aoti":
-        torch._inductor.aoti_compile_and_package(program, package_path=str(output))
-    else:
-        torch.export.save(program, str(output))
+    with atomic_path(output) as temporary:
+        if export_format == "aoti":
+            torch._inductor.aoti_compile_and_package(program, package_path=str(temporary))
+        else:
+            torch.export.save(program, str(temporary))
     metadata = {
         "format": export_format,
         "device": device.type,
@@ -67,5 +67,5 @@ def export_module(module: SegmentationModule, output: Path, export_format: str, 
         "inference": dict(module.hparams.inference),
         "seconds": {"export": export_seconds, "package": time.perf_counter() - start},
     }
-    metadata_path(output).write_text(json.dumps(metadata, indent=2) + "\n")
+    write_json(metadata_path(output), metadata)
     return metadata

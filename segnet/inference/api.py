@@ -39,6 +39,10 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     predictor = Predictor(models, tta=bool(cfg.tta))
     cases = find_cases(Path(cfg.input), predictor.in_channels)
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities))
+    if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing
+        done = [case for case in cases if writer.is_done(case)]
+        cases = [case for case in cases if not writer.is_done(case)]
+        log.info("continuing: %d case(s) already in %s", len(done), cfg.output)
     log.info("predicting %d case(s) from %s with %d model(s), tta %s", len(cases), cfg.input, len(models), cfg.tta)
     predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]
     log.info("label maps in %s", cfg.output)

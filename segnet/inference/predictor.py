@@ -25,6 +25,7 @@ from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
 from segnet.data.decathlon import case_dicts
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError, DatasetError
+from segnet.files import atomic_path
 from segnet.inference.windows import plain, predict_with_flips, training_autocast
 
 if TYPE_CHECKING:  # a checkpoint's model class; inference needs it only to load one (loading.py)
@@ -151,10 +152,17 @@ class PredictionWriter:
         restored = np.asarray(self.restore(loaded)["prob"], np.float32)
         label_map = restored.argmax(0).astype(np.uint8)
         first_image = nib.load(case.images[0])
-        path = self.output_dir / f"{case.name}.nii.gz"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nib.save(label_image_like(label_map, first_image), str(path))
         if self.save_probabilities:
-            np.savez_compressed(self.output_dir / f"{case.name}.npz", probabilities=restored,
-                                class_names=np.array(self.predictor.class_names))
+            with atomic_path(self.output_dir / f"{case.name}.npz") as temporary:
+                np.savez_compressed(temporary, probabilities=restored, class_names=np.array(self.predictor.class_names))
+        path = self.label_path(case)  # last: a case is complete when its label map exists
+        with atomic_path(path) as temporary:
+            nib.save(label_image_like(label_map, first_image), str(temporary))
         return Prediction(case, label_map, path)
+
+    def label_path(self, case: Case) -> Path:
+        return self.output_dir / f"{case.name}.nii.gz"
+
+    def is_done(self, case: Case) -> bool:
+        """Whether an earlier run wrote this case whole (every file is written whole, the label map last)."""
+        return self.label_path(case).is_file()

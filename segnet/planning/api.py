@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
 from segnet.errors import ConfigError
+from segnet.files import write_json
 from segnet.planning.fingerprint import fingerprint_dataset
 from segnet.planning.integrity import verify_dataset
 from segnet.planning.planner import plan_dataset
@@ -56,8 +57,7 @@ def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
 
 
 def write_plan(plan: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(plan, indent=2) + "\n")
+    write_json(path, plan)
 
 
 def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:

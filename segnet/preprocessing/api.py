@@ -6,7 +6,6 @@ resampling release the GIL) with a progress bar."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
 from segnet.errors import ConfigError
+from segnet.files import write_json
 from segnet.preprocessing.cache import (
     PreprocessedCase,
     cache_folder,
@@ -27,7 +27,6 @@ from segnet.preprocessing.cache import (
     label_dtype,
     loading_plan,
     source_stamps,
-    write_atomic,
 )
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry:
     folder = cache_folder(cache_root(cache_dir), description.root, plan)
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "loading.json").is_file():
-        write_atomic(folder / "loading.json", lambda f: f.write(json.dumps(plan, indent=1).encode()))
+        write_json(folder / "loading.json", plan)
     entries = {case.name: PreprocessedCase(folder, case.name) for case in cases}
     stale = [case for case in cases if not entries[case.name].is_current(case)]
     if stale:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from segnet.data.dataset_json import Case
+from segnet.files import atomic_path, write_json
 
 FORMAT = 1  # bump when what a case's files hold changes: old caches are then never read
 FOREGROUND_SAMPLES = 10_000  # voxels kept per class for foreground-aware crops (nnU-Net's)
@@ -85,16 +86,6 @@ def sample_foreground(label: np.ndarray, name: str, samples: int = FOREGROUND_SA
     return (np.concatenate(rows) if rows else np.zeros((0, 1 + spatial.ndim))).astype(np.int32)
 
 
-def write_atomic(path: Path, write) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as f:
-            write(f)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 @contextlib.contextmanager
 def exclusive(lock_file: Path) -> Iterator[None]:
     """An exclusive lock held by this process until the block ends (released if it dies)."""
@@ -143,6 +134,6 @@ class PreprocessedCase:
               properties: dict[str, Any]) -> None:
         """The arrays, then the properties naming `sources` (their stamps from before they were read)."""
         for kind, array in (("image", image), ("label", label), ("foreground", sample_foreground(label, self.name))):
-            write_atomic(self.path(kind), lambda f, a=array: np.save(f, a))
-        record = {**properties, "name": self.name, "sources": sources}
-        write_atomic(self.properties_path, lambda f: f.write(json.dumps(record, indent=1).encode()))
+            with atomic_path(self.path(kind)) as temporary:
+                np.save(temporary, array)
+        write_json(self.properties_path, {**properties, "name": self.name, "sources": sources})

@@ -3,7 +3,6 @@ and write metrics.json into the run folder. train.py calls train(); nothing here
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -23,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 import ops
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
+from segnet.files import write_json
 from segnet.inference.loading import one_checkpoint, refusing_unsafe
 from segnet.planning.api import plan_for_run
 from segnet.training.callbacks import StepTimer
@@ -190,8 +190,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
     datamodule = instantiate_data(cfg.data)
     if getattr(datamodule, "split", None) is not None and int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "splits.json").write_text(json.dumps(datamodule.split.to_json(), indent=2) + "\n")
+        write_json(output_dir / "splits.json", datamodule.split.to_json())
     module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(
@@ -234,7 +233,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "command": " ".join(sys.argv),
     }
     if trainer.is_global_zero:
-        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+        write_json(output_dir / "metrics.json", metrics)
         log.info("val Dice %.4f (best %.4f); metrics in %s", metrics["val_dice_mean"], metrics["best_val_dice_mean"],
                  output_dir / "metrics.json")
     return metrics

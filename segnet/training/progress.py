@@ -8,6 +8,8 @@ from typing import Any
 
 import lightning as L
 
+from segnet.files import atomic_path
+
 
 class ProgressPlot(L.Callback):
     def __init__(self, path: str):
@@ -60,7 +62,8 @@ class ProgressPlot(L.Callback):
             axis.grid(True, alpha=0.3)
         fig.tight_layout()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(self.path, dpi=100)
+        with atomic_path(self.path) as temporary:
+            fig.savefig(temporary, dpi=100)
         plt.close(fig)
 
     def state_dict(self) -> dict[str, Any]:  # a resumed run continues the curves

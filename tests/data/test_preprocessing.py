@@ -115,7 +115,7 @@ def test_concurrent_builders_make_one_correct_cache(dataset, tmp_path):
         assert builder.wait(timeout=300) == 0, builder.stderr.read()[-2000:]
     entries = preprocess(description, description.labelled, GEOMETRY, str(tmp_path / "alone"))
     folder = next(iter(preprocess(description, description.labelled, GEOMETRY, str(cache)).values())).folder
-    assert not list(folder.glob(".*.tmp"))
+    assert not list(folder.glob(".*.tmp*"))
     for name, entry in entries.items():
         shared = entry.__class__(folder, name)
         assert np.array_equal(shared.image(), entry.image()) and np.array_equal(shared.label(), entry.label())

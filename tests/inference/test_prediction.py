@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 
 import nibabel as nib
 import numpy as np
 import pytest
 
-from helpers.commands import run_command
+from helpers.commands import installed_command, run_command
 from helpers.training import train_tiny_task
 from segnet.data.phantom import save_nifti
 from segnet.errors import ConfigError, DatasetError
@@ -90,3 +92,35 @@ def test_missing_arguments_are_one_line(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of them: "
         "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER")
+
+
+@pytest.mark.slow
+def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained, tmp_path):
+    root, run = trained
+    images, out = tmp_path / "images", tmp_path / "out"
+    images.mkdir()
+    for i in range(3):
+        for copy in range(3):  # nine cases: time for the kill to land mid-run
+            shutil.copy(root / "imagesTr" / f"case_{i:03d}.nii.gz", images / f"scan{i}{copy}.nii.gz")
+    args = [installed_command("segnet-predict"), f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}",
+            f"output={out}", "op=cpp", "tta=false", f"hydra.run.dir={tmp_path}/h"]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while process.poll() is None and len(list(out.glob("*.nii.gz"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("*.nii.gz")}
+    assert 2 <= len(finished) < 9, "the kill did not land mid-run"
+    for name in finished:  # every label map there is whole
+        assert np.asarray(nib.load(out / name).dataobj).shape == nib.load(images / name).shape
+    again = subprocess.run(args + ["continue=true"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"continuing: {len(finished)} case(s) already in" in again.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.nii.gz") if p.name in finished} == finished
+    fresh = run_script("segnet-predict", [f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}",
+                                          f"output={tmp_path / 'fresh'}", "op=cpp", "tta=false"], tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    for image in sorted(images.iterdir()):
+        a, b = (np.asarray(nib.load(folder / image.name).dataobj) for folder in (out, tmp_path / "fresh"))
+        assert np.array_equal(a, b)

@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers import ROOT
 from helpers.training import compose_config, run_train_script, tiny_overrides
+from segnet.files import atomic_path, write_text
 from segnet.training.api import train
 from segnet.training.checkpoints import AtomicCheckpointIO
 
@@ -61,6 +62,17 @@ def test_a_failed_write_leaves_the_previous_checkpoint_whole(tmp_path):
         io.save_checkpoint({"step": torch.tensor(2), "bad": FailsWhilePickled()}, path)
     assert checkpoint(path)["step"].item() == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_a_failed_write_of_any_run_file_leaves_the_previous_one_whole(tmp_path):
+    path = tmp_path / "labels" / "case.nii.gz"
+    write_text(path, "first")
+    with pytest.raises(RuntimeError, match="disk full"), atomic_path(path) as temporary:
+        assert temporary.name.endswith(".nii.gz") and temporary.parent == path.parent  # same format, same disk
+        temporary.write_text("half")
+        raise RuntimeError("disk full")
+    assert path.read_text() == "first"
+    assert [p.name for p in path.parent.iterdir()] == ["case.nii.gz"]
 
 
 def learning_rates(run_folder) -> dict[int, float]:
