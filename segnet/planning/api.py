@@ -1,9 +1,9 @@
 """The plan a run trains with, and what segnet-plan does.
 
 A run on a dataset folder takes its plan from, in order: `data.plan` (a plans.json that
-segnet-plan or an earlier run wrote), the run folder's plans.json (a resumed run, or the
-other ranks of a DDP run, which rank 0 planned before starting them), or a fresh fingerprint
-of the dataset. The fingerprint is also the integrity check, so a broken dataset stops the run
+segnet-plan or an earlier run wrote), the run folder's plans.json (a resumed run), or a fresh
+fingerprint of the dataset. Only the job's first process does this (segnet.cluster); the other
+ranks read the plans.json it writes. The fingerprint is also the integrity check, so a broken dataset stops the run
 before anything trains; a plan passed in still gets the check. The plan then fills what the
 configuration leaves open (patch size, batch size) and sets spacing, orientation and
 normalization; it is written to the run folder and, through data.plan, into the checkpoint.
@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from segnet.cluster import is_first_process, reporting_failure, wait_for
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
 from segnet.errors import ConfigError
 from segnet.files import write_json
@@ -77,34 +77,42 @@ def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
 
 def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     """The plan of a run on a dataset folder (None for generated data), applied to cfg.data and
-    written to the run folder."""
+    in the run folder's plans.json: made or checked by the job's first process, read by the others."""
     data = cfg.data
     if "root" not in data:
         return None
     description = describe_dataset(str(data.root))
     in_run_folder = output_dir / PLANS_FILE
-    first_local_rank = int(os.environ.get("LOCAL_RANK", "0")) == 0
-    given = data.get("plan")
-    if OmegaConf.is_dict(given):  # a configuration that already carries its plan
-        plan = OmegaConf.to_container(given, resolve=True)
-    elif given:
-        plan = read_plan(Path(str(given)), description)
-        if first_local_rank:  # the other ranks start after rank 0 has checked
-            verify_dataset(description, description.labelled)
-    elif in_run_folder.is_file():
-        plan = read_plan(in_run_folder, description)
-        log.info("plan: %s (this run's)", in_run_folder)
+    if is_first_process():
+        with reporting_failure(in_run_folder):
+            plan = choose_plan(cfg, description, in_run_folder)
+            if not in_run_folder.is_file():
+                write_plan(plan, in_run_folder)
     else:
-        log.info("planning %s (fingerprint and integrity check of %d case(s))", data.root,
-                 len(description.labelled))
-        plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(data.memory_budget_gb))
+        wait_for(in_run_folder)
+        plan = read_plan(in_run_folder, description)
     apply_plan(data, plan)
-    if first_local_rank and not in_run_folder.is_file():
-        write_plan(plan, in_run_folder)
     log.info("plan: %s orientation, spacing %s, patch %s, batch %s volume(s) x %s crop(s)", plan["orientation"],
              data.spacing if data.spacing is not None else "as stored", list(data.patch_size), data.batch_size,
              data.samples_per_volume)
     return plan
+
+
+def choose_plan(cfg: DictConfig, description: DatasetDescription, in_run_folder: Path) -> dict[str, Any]:
+    """data.plan (checked against the dataset first), else the run folder's (a resumed run), else
+    a fresh fingerprint, which is also the integrity check."""
+    given = cfg.data.get("plan")
+    if OmegaConf.is_dict(given):  # a configuration that already carries its plan
+        return OmegaConf.to_container(given, resolve=True)
+    if given:
+        plan = read_plan(Path(str(given)), description)
+        verify_dataset(description, description.labelled)
+        return plan
+    if in_run_folder.is_file():
+        log.info("plan: %s (this run's)", in_run_folder)
+        return read_plan(in_run_folder, description)
+    log.info("planning %s (fingerprint and integrity check of %d case(s))", cfg.data.root, len(description.labelled))
+    return make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb))
 
 
 def plan_command(cfg: DictConfig) -> dict[str, Any] | None:

@@ -4,7 +4,6 @@ and write metrics.json into the run folder. train.py calls train(); nothing here
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import resource
 import sys
@@ -20,6 +19,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import ops
+from segnet.cluster import is_first_process
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
@@ -189,7 +189,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
     datamodule = instantiate_data(cfg.data)
-    if getattr(datamodule, "split", None) is not None and int(os.environ.get("LOCAL_RANK", "0")) == 0:
+    if getattr(datamodule, "split", None) is not None and is_first_process():
         write_json(output_dir / "splits.json", datamodule.split.to_json())
     module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
