@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 import ops
@@ -175,10 +176,26 @@ def continue_in_run_folder(cfg: DictConfig) -> None:
         cfg.paths.output_dir = str(run_folder)
 
 
+def resume_from(cfg: DictConfig) -> str | None:
+    """ckpt_path, with auto resolved: the run folder's newest last.ckpt, or hpc_ckpt_*.ckpt that
+    Lightning's SLURM requeue wrote, as a preempted job started again finds them; None in a new
+    run folder."""
+    if cfg.ckpt_path != "auto":
+        return cfg.ckpt_path
+    run_folder = Path(cfg.paths.output_dir)
+    found = [p for p in (run_folder / "checkpoints" / "last.ckpt", *run_folder.glob("hpc_ckpt_*.ckpt")) if p.is_file()]
+    if not found:
+        return None
+    newest = max(found, key=lambda p: p.stat().st_mtime_ns)
+    log.info("ckpt_path=auto: resuming from %s (ckpt_path=null starts afresh)", newest)
+    return str(newest)
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate the final weights, and return (and write) the run's metrics."""
     check_data_config(cfg.data)
     check_launcher(cfg)
+    cfg.ckpt_path = resume_from(cfg)
     if cfg.ckpt_path is not None:
         continue_in_run_folder(cfg)
     backend = resolve_run_backend(cfg)
@@ -199,8 +216,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     )
     reset_peak_memory()
     start = time.perf_counter()
-    with refusing_unsafe(cfg.ckpt_path):
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+    try:
+        with refusing_unsafe(cfg.ckpt_path):
+            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+    except SIGTERMException:  # ResumeState wrote last.ckpt at the step the signal arrived
+        log.warning("stopped by SIGTERM at step %d; the same command resumes from %s", trainer.global_step,
+                    output_dir / "checkpoints" / "last.ckpt")
+        raise
     fit_seconds = time.perf_counter() - start
     final = trainer.validate(module, datamodule=datamodule, verbose=False, weights_only=True)[0]
 

@@ -13,6 +13,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -65,12 +66,19 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 class ResumeState(L.Callback):
     """What Lightning's ModelCheckpoint for last.ckpt (conf/callbacks/default.yaml) lacks: the
-    generators' state in every checkpoint, and the final state at the end of a fit whose
-    `every_n_train_steps` saves (which replace its epoch-end saves) missed the last step."""
+    generators' state in every checkpoint, the state at SIGTERM, and the final state at the end
+    of a fit whose `every_n_train_steps` saves (which replace its epoch-end saves) missed the
+    last step."""
 
     def __init__(self, last_path: str, every_n_train_steps: int | None = None):
         self.last_path = Path(last_path)
         self.every_n_train_steps = every_n_train_steps
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        # SIGTERM (a preemption; SLURM's warning signal is Lightning's to requeue with): Lightning
+        # stops after the step in progress, and this saves it where ckpt_path=auto looks.
+        if isinstance(exception, SIGTERMException) and not trainer.fast_dev_run:
+            trainer.save_checkpoint(self.last_path)
 
     def on_train_end(self, trainer, pl_module) -> None:
         every = self.every_n_train_steps

@@ -146,3 +146,28 @@ def test_a_killed_run_resumes_to_the_same_end(tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["global_step"] == 30 * STEPS_PER_EPOCH
     assert checkpoint(last)["global_step"] == 30 * STEPS_PER_EPOCH
+
+
+@pytest.mark.slow
+def test_a_preempted_run_saves_at_sigterm_and_the_same_command_resumes(tmp_path):
+    # No epoch-end saves (every_n_train_steps replaces them): a last.ckpt can only come from SIGTERM.
+    total = 30 * STEPS_PER_EPOCH
+    command = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path}/run", *tiny_overrides(), "op=cpp",
+               "trainer.max_epochs=30", "trainer.check_val_every_n_epoch=10",
+               f"callbacks.last_checkpoint.every_n_train_steps={10 * total}"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "run").rglob("events.out.tfevents.*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # training has started
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    stderr = process.communicate(timeout=300)[1]
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert last.is_file(), stderr[-3000:]
+    stopped_at = checkpoint(last)["global_step"]
+    assert 0 < stopped_at < total
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)  # no ckpt_path typed
+    assert again.returncode == 0, again.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["resumed_from"] == str(last) and metrics["global_step"] == total
+    assert checkpoint(last)["global_step"] == total
