@@ -8,7 +8,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from segnet.errors import ConfigError
+from segnet.data.dataset_json import Case
+from segnet.data.headers import header_problem
+from segnet.errors import ConfigError, DatasetError
 from segnet.inference.exported import ExportedModel
 from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
@@ -31,6 +33,15 @@ def load_models(cfg: DictConfig) -> list:
     return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
 
 
+def check_headers(cases: list[Case], max_voxels: int, channels: int) -> None:
+    """Every input scan's header, before anything is read or written: one line per bad file."""
+    problems = [problem for case in cases for path in case.images
+                if (problem := header_problem(path, max_voxels, channels if len(case.images) == 1 else None))]
+    if problems:
+        raise DatasetError(f"{len(problems)} input scan(s) cannot be predicted, nothing was written:\n"
+                           + "\n".join(problems))
+
+
 def predict(cfg: DictConfig) -> list[Prediction]:
     for key in ("input", "output"):
         if OmegaConf.is_missing(cfg, key):
@@ -38,6 +49,7 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     models = load_models(cfg)
     predictor = Predictor(models, tta=bool(cfg.tta))
     cases = find_cases(Path(cfg.input), predictor.in_channels)
+    check_headers(cases, int(cfg.max_voxels), predictor.in_channels)
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities))
     if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing
         done = [case for case in cases if writer.is_done(case)]

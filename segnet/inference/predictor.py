@@ -10,6 +10,7 @@ mapped back to its own voxel grid and affine by inverting the loading transforms
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from segnet.inference.windows import plain, predict_with_flips, training_autocas
 if TYPE_CHECKING:  # a checkpoint's model class; inference needs it only to load one (loading.py)
     from segnet.training.module import SegmentationModule
 
+log = logging.getLogger(__name__)
 CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
 
 
@@ -45,6 +47,9 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
         match = CHANNEL_FILE.match(image_stem(source) or "")
         files = sorted(p for p in source.parent.iterdir()
                        if match and (image_stem(p) or "").startswith(match["case"] + "_"))
+    skipped = [p.name for p in files if image_stem(p) is None]
+    if skipped:  # sidecar files (.json, notes), hidden files, sub-folders
+        log.info("input=%s: skipping %d entries that are not images: %s", source, len(skipped), ", ".join(skipped[:5]))
     files = [p for p in files if image_stem(p) is not None]
     if not files:
         raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")

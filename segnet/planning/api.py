@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.cluster import is_first_process, reporting_failure, wait_for
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
+from segnet.data.headers import MAX_VOXELS
 from segnet.errors import ConfigError
 from segnet.files import write_json
 from segnet.planning.fingerprint import fingerprint_dataset
@@ -31,9 +32,19 @@ log = logging.getLogger(__name__)
 PLANS_FILE = "plans.json"
 
 
-def make_plan(description: DatasetDescription, model: dict[str, Any], memory_budget_gb: float) -> dict[str, Any]:
-    fingerprint = fingerprint_dataset(description, description.labelled)
+def make_plan(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
+    """The fingerprint (and integrity check) of the labelled cases, and the plan made from it."""
+    fingerprint = fingerprint_dataset(description, description.labelled, max_voxels=max_voxels(cfg))
+    model, memory_budget_gb = OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb)
     return plan_dataset(description, fingerprint, model, memory_budget_gb)
+
+
+def max_voxels(cfg: DictConfig) -> int:
+    """data.max_voxels: the most voxels a scan's header may claim before anything is read."""
+    limit = cfg.data.get("max_voxels", MAX_VOXELS)
+    if not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"data.max_voxels={limit}; give a positive number of voxels (default {MAX_VOXELS})")
+    return limit
 
 
 def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
@@ -106,13 +117,13 @@ def choose_plan(cfg: DictConfig, description: DatasetDescription, in_run_folder:
         return OmegaConf.to_container(given, resolve=True)
     if given:
         plan = read_plan(Path(str(given)), description)
-        verify_dataset(description, description.labelled)
+        verify_dataset(description, description.labelled, max_voxels=max_voxels(cfg))
         return plan
     if in_run_folder.is_file():
         log.info("plan: %s (this run's)", in_run_folder)
         return read_plan(in_run_folder, description)
     log.info("planning %s (fingerprint and integrity check of %d case(s))", cfg.data.root, len(description.labelled))
-    return make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb))
+    return make_plan(description, cfg)
 
 
 def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
@@ -121,10 +132,10 @@ def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
         raise ConfigError("data.root is required: segnet-plan data.root=/data/Dataset001_Name")
     description = describe_dataset(str(cfg.data.root))
     if cfg.verify:
-        verify_dataset(description, description.labelled)
+        verify_dataset(description, description.labelled, max_voxels=max_voxels(cfg))
         log.info("%s: %d case(s), no problems found", description.root, len(description.labelled))
         return None
-    plan = make_plan(description, OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb))
+    plan = make_plan(description, cfg)
     write_plan(plan, Path(cfg.output))
     for name, configuration in plan["configurations"].items():
         log.info("%s: spacing %s, patch %s, batch %d", name, configuration["spacing"], configuration["patch_size"],

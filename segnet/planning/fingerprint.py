@@ -17,6 +17,7 @@ import nibabel as nib
 import numpy as np
 
 from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.data.headers import MAX_VOXELS
 from segnet.planning.integrity import verify_dataset
 
 SAMPLES_PER_CASE = 10_000  # foreground voxels drawn per case and channel, as nnU-Net's fingerprint
@@ -41,7 +42,8 @@ def intensity_statistics(values: np.ndarray) -> dict[str, float]:
             "percentile_00_5": float(np.percentile(values, 0.5)), "percentile_99_5": float(np.percentile(values, 99.5))}
 
 
-def fingerprint_dataset(description: DatasetDescription, cases: Sequence[Case], seed: int = 1234) -> dict[str, Any]:
+def fingerprint_dataset(description: DatasetDescription, cases: Sequence[Case], seed: int = 1234,
+                        max_voxels: int = MAX_VOXELS) -> dict[str, Any]:
     """The fingerprint of these (labelled) cases; a DatasetError listing every broken case instead
     if the dataset does not pass the integrity check."""
     rng = np.random.default_rng(seed)
@@ -65,7 +67,7 @@ def fingerprint_dataset(description: DatasetDescription, cases: Sequence[Case], 
             if values.size:
                 samples[channel].append(rng.choice(values, size=min(SAMPLES_PER_CASE, values.size), replace=False))
 
-    verify_dataset(description, cases, inspect)
+    verify_dataset(description, cases, inspect, max_voxels)
     return {
         "cases": per_case,
         "foreground_intensities": [

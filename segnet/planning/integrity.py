@@ -19,6 +19,7 @@ import numpy as np
 from monai.transforms import LoadImage
 
 from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.data.headers import MAX_VOXELS, header_problem
 from segnet.errors import DatasetError
 
 AFFINE_TOLERANCE = 1e-3  # mm (origin) and mm per voxel (direction x spacing), as nnU-Net allows
@@ -29,10 +30,14 @@ def _values(array: np.ndarray, limit: int = 8) -> str:
     return shown + (f" and {len(array) - limit} more" if len(array) > limit else "")
 
 
-def read_case(case: Case, load: LoadImage) -> dict[str, Any] | str:
-    """Every file of a case as the loader reads it, by path, or why one cannot be read."""
+def read_case(case: Case, load: LoadImage, max_voxels: int = MAX_VOXELS, channels: int = 1) -> dict[str, Any] | str:
+    """Every file of a case as the loader reads it, by path, or why one cannot be read (its header
+    checked first: nothing is allocated from a header that lies)."""
     loaded = {}
     for path in [*case.images, *([case.label] if case.label else [])]:
+        problem = header_problem(path, max_voxels, channels if case.images == (path,) else None)
+        if problem:
+            return problem
         try:
             loaded[path] = load(path)
         except Exception as error:  # any reader's failure: report it with the others
@@ -70,7 +75,8 @@ def case_problems(
     return problems
 
 
-def verify_dataset(description: DatasetDescription, cases: Sequence[Case], inspect=None) -> None:
+def verify_dataset(description: DatasetDescription, cases: Sequence[Case], inspect=None,
+                   max_voxels: int = MAX_VOXELS) -> None:
     """Reads every case once and raises a DatasetError listing every problem of these cases (a
     dataset's labelled ones, as dataset.json lists them); `inspect(case, loaded)` sees each
     sound case's files in the same pass (the fingerprint)."""
@@ -78,7 +84,7 @@ def verify_dataset(description: DatasetDescription, cases: Sequence[Case], inspe
     problems = [f"case {name} is listed {count} times" for name, count in Counter(c.name for c in cases).items()
                 if count > 1]
     for case in cases:
-        loaded = read_case(case, load)
+        loaded = read_case(case, load, max_voxels, description.in_channels)
         found = [loaded] if isinstance(loaded, str) else case_problems(
             case, loaded, description.class_names, description.ignore_label)
         problems += [f"case {case.name}: {p}" for p in found]

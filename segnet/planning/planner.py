@@ -28,7 +28,6 @@ import torch
 
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
-from segnet.errors import DatasetError
 
 ANISOTROPY = 3.0
 MIN_BATCH = 2
@@ -106,13 +105,7 @@ def _mm(value: float) -> float:
 def plan_dataset(
     description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], memory_budget_gb: float
 ) -> dict[str, Any]:
-    cases = fingerprint["cases"]
-    flat = [c["name"] for c in cases if len(c["spacing"]) != 3]
-    if flat:
-        raise DatasetError(
-            f"{description.root}: case(s) {', '.join(flat[:5])} are not 3D volumes; segnet plans 3D scans (a 2D model "
-            "trains on their slices): store each case as a volume, a single slice as shape (H, W, 1)"
-        )
+    cases = fingerprint["cases"]  # 3D volumes all: the integrity check names any other
     spacings = np.array([c["spacing"] for c in cases], np.float64)
     shapes = np.array([c["shape"] for c in cases], np.float64)
     ras_target = target_spacing(spacings, shapes)

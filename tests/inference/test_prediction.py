@@ -124,3 +124,20 @@ def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained,
     for image in sorted(images.iterdir()):
         a, b = (np.asarray(nib.load(folder / image.name).dataobj) for folder in (out, tmp_path / "fresh"))
         assert np.array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_a_lying_scan_among_the_inputs_stops_prediction_before_anything_is_written(trained, tmp_path):
+    root, run = trained
+    images = tmp_path / "images"
+    images.mkdir()
+    shutil.copy(root / "imagesTr" / "case_000.nii.gz", images / "good.nii.gz")
+    (images / "empty.nii.gz").write_bytes(b"")
+    (images / "notes.json").write_text("{}")  # a sidecar: skipped, not an error
+    result = run_script("segnet-predict", [f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}",
+                                           f"output={tmp_path / 'out'}", "op=cpp"], tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-2] == "error: 1 input scan(s) cannot be predicted, nothing was written:"
+    assert lines[-1] == f"{images / 'empty.nii.gz'}: an empty file"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
