@@ -21,11 +21,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import ops  # noqa: E402  (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
+import ops  # (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
 
 # isort: split
-import torch.utils.benchmark as benchmark  # noqa: E402
+import torch.utils.benchmark as benchmark
 
 FULL_SHAPES = {
     "cpu": [(8, 32, 128, 128), (8, 32, 256, 256), (2, 16, 32, 48, 48), (2, 16, 64, 96, 96)],

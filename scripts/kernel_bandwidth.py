@@ -24,11 +24,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import ops  # noqa: E402  (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
+import ops  # (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
 
 # isort: split
-import torch.utils.benchmark as benchmark  # noqa: E402
+import torch.utils.benchmark as benchmark
 
 SHAPES = [(8, 32, 256, 256), (2, 16, 64, 96, 96)]
 QUICK_SHAPES = [(2, 4, 64, 128), (1, 2, 16, 32, 64)]

@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 ISSUE_PER_S = 132 * 4 * 1.98e9 * 32  # thread instructions per second
 COPY_BYTES_PER_S = 4.3e12

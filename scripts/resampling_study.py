@@ -13,20 +13,18 @@ segnet-evaluate's code, and prints foreground Dice as a Markdown table.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from segnet.config import register_resolvers  # noqa: E402
-from segnet.data.dataset_json import describe_dataset  # noqa: E402
-from segnet.data.phantom import write_phantom_dataset  # noqa: E402
-from segnet.evaluation.evaluator import Evaluator, summarize  # noqa: E402
-from segnet.inference.loading import load_module  # noqa: E402
-from segnet.training.api import train  # noqa: E402
+from segnet.config import CONF, register_resolvers
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.phantom import write_phantom_dataset
+from segnet.evaluation.evaluator import Evaluator, summarize
+from segnet.inference.loading import load_module
+from segnet.training.api import train
 
+ROOT = Path(__file__).resolve().parent.parent
 TRAIN_GRID = ((1.0, 1.0, 1.0), "RAS")
 EVAL_GRIDS = {  # name: (spacing, stored axis order) of the same four new cases
     "1 mm RAS (the training grid)": ((1.0, 1.0, 1.0), "RAS"),
@@ -45,7 +43,7 @@ def train_and_score(out: Path, train_root: Path, eval_roots: dict[str, Path], re
         "callbacks.progress_bar.refresh_rate=0",
         f"paths.output_dir={run}",
     ]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         train(compose(config_name="config", overrides=overrides))
     module = load_module(run / "checkpoints" / "last.ckpt", backend="cpp")
     scores = {}
