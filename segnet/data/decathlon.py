@@ -1,8 +1,8 @@
 """DataModule over a Medical Segmentation Decathlon or nnU-Net v2 raw dataset folder.
 
-By default it trains on the preprocessed cache (segnet.preprocessing), built once per node
-(Lightning's prepare_data) for every labelled case, so every fold shares it: crops read by
-memory map, augmented in the loader's workers or, batched, on the training device
+By default it trains on the preprocessed cache (segnet.preprocessing), built once per job
+(Lightning's prepare_data on global rank 0) for every labelled case, so every fold shares it:
+crops read by memory map, augmented in the loader's workers or, batched, on the training device
 (data.augment_on). data.preprocessed=false loads and preprocesses the sources into memory at
 every start instead (MONAI's CacheDataset), the way it was done before the cache.
 """
@@ -63,13 +63,16 @@ class DecathlonDataModule(L.LightningDataModule):
             raise ConfigError("data.augment_on=device reads crops from the preprocessed cache; drop "
                               "data.preprocessed=false, or use data.augment_on=workers")
         self.preprocessed, self.cache_dir, self.augment_on = preprocessed, cache_dir, augment_on
+        self.prepare_data_per_node = False
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
         # The dataset's plan (segnet.planning.api, checked for integrity there, once for all ranks).
         self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing}
 
     def prepare_data(self) -> None:
-        # Once per node, before the other ranks set up (Lightning waits for it): the cache.
+        # Once per job (global rank 0: the cache is meant for shared storage), before the other
+        # ranks set up (Lightning waits for it); a rank that finds a case missing, on storage
+        # of its own node, builds it in setup.
         if self.preprocessed:
             self.preprocessed_cases()
 
