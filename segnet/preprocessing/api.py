@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
+from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
 from segnet.files import write_json
 from segnet.preprocessing.cache import (
@@ -44,8 +45,7 @@ def grid_properties(image) -> dict[str, Any]:
 
 
 def build_case(case: Case, entry: PreprocessedCase, geometry: dict[str, Any], dtype: np.dtype) -> None:
-    from segnet.data.decathlon import case_dicts
-    from segnet.data.transforms import eval_transforms
+    from segnet.data.decathlon import case_dicts  # the data module imports this module
 
     with exclusive(entry.folder / f".{case.name}.lock"):
         if entry.is_current(case):  # another process built it while this one waited

@@ -66,8 +66,10 @@ class SegmentationModule(L.LightningModule):
         if self.augmentation is None or not self.trainer.training:  # validation: whole volumes as they are
             return batch
         # One draw of the global generator per batch seeds the device's: reproducible, and
-        # resumed exactly with the generators' state every checkpoint holds.
-        generator = torch.Generator(self.device).manual_seed(int(torch.randint(2**62, ())))
+        # resumed exactly with the generators' state every checkpoint holds. Every rank draws
+        # the same (seeded alike), so the rank is added: each augments its crops its own way.
+        seed = int(torch.randint(2**62, ())) + self.global_rank
+        generator = torch.Generator(self.device).manual_seed(seed)
         image, label = self.augmentation(batch["image"], batch["label"], generator)
         return {**batch, "image": image, "label": label.long()}
 
