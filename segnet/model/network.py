@@ -11,8 +11,10 @@ from monai.networks.blocks import Convolution, ResidualUnit
 from torch import nn
 
 from ops import EdgeEnhance
+from segnet.model.sharpening import FixedSharpening
 
 PLACEMENTS = ("input", "skips")
+SKIP_LAYERS = ("edge", "sharpen")
 
 
 def on_stride_multiples(net, x: torch.Tensor, stride: int, minimum: int = 0) -> torch.Tensor:
@@ -32,7 +34,9 @@ class EdgeUNet(nn.Module):
     Encoder level i turns channels[i-1] into channels[i] with stride strides[i-1]; the decoder
     mirrors it and concatenates each encoder output (the skip). ``edge_placement`` puts an
     ``ops.EdgeEnhance`` on the input image ("input") and/or on every skip ("skips");
-    an empty placement is the plain U-Net, for ablations.
+    an empty placement is the plain U-Net. For the ablation's baselines, ``skip_layer="sharpen"``
+    puts Sharp U-Net's fixed filter on the skips instead of the edge layer, and
+    ``edge_alpha_trainable=False`` keeps every edge layer's strengths at ``edge_alpha_init``.
     """
 
     def __init__(
@@ -48,6 +52,8 @@ class EdgeUNet(nn.Module):
         dropout: float = 0.0,
         edge_placement: Sequence[str] = PLACEMENTS,
         edge_alpha_init: float = 0.1,
+        edge_alpha_trainable: bool = True,
+        skip_layer: str = "edge",
         edge_backend: str = "auto",
     ):
         super().__init__()
@@ -61,6 +67,8 @@ class EdgeUNet(nn.Module):
         unknown = set(edge_placement) - set(PLACEMENTS)
         if unknown:
             raise ValueError(f"EdgeUNet: edge placement must be a subset of {list(PLACEMENTS)}, got {sorted(unknown)}")
+        if skip_layer not in SKIP_LAYERS:
+            raise ValueError(f"EdgeUNet: skip_layer must be one of {list(SKIP_LAYERS)}, got {skip_layer!r}")
 
         def residual(cin: int, cout: int, stride: int = 1) -> nn.Module:
             return ResidualUnit(
@@ -71,7 +79,11 @@ class EdgeUNet(nn.Module):
         def edge(c: int, where: str) -> nn.Module:
             if where not in edge_placement:
                 return nn.Identity()
-            return EdgeEnhance(c, backend=edge_backend, alpha_init=edge_alpha_init)
+            if where == "skips" and skip_layer == "sharpen":
+                return FixedSharpening(c, spatial_dims)
+            layer = EdgeEnhance(c, backend=edge_backend, alpha_init=edge_alpha_init)
+            layer.alpha.requires_grad_(edge_alpha_trainable)
+            return layer
 
         self.input_edge = edge(in_channels, "input")
         self.stem = residual(in_channels, channels[0])

@@ -236,6 +236,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "val_dice_mean": _score(final.get("val/dice_mean")),
         "best_val_dice_mean": _score(checkpoint.best_model_score if checkpoint else None),
         "val_dice_per_class": {name: _score(final.get(f"val/dice_{name}")) for name in module.class_names[1:]},
+        # per validation case, for paired comparisons of runs (experiment=ablation_placement)
+        "val_dice_per_case": {case: dict(zip(module.class_names[1:], map(_score, scores), strict=True))
+                              for case, scores in sorted(module.val_dice_per_case.items())},
         **timer.summary(),
         "peak_memory_mb": memory,
         "peak_memory_kind": memory_kind,

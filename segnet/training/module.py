@@ -58,6 +58,7 @@ class SegmentationModule(L.LightningModule):
                              if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
         self._val_dice: dict[str, list[float]] = {}  # case name -> Dice per class, this rank's cases
+        self.val_dice_per_case: dict[str, list[float]] = {}  # every rank's, after a validation
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return self.net(image)
@@ -93,7 +94,8 @@ class SegmentationModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         # Every rank's cases, each once (the distributed sampler pads ranks with repeated
         # cases), then one NaN-aware mean: the single-process value on any number of processes.
-        per_class = mean_per_class(list(gather_from_ranks(self._val_dice).values()))
+        self.val_dice_per_case = gather_from_ranks(self._val_dice)  # the last validation's, for metrics.json
+        per_class = mean_per_class(list(self.val_dice_per_case.values()))
         self._val_dice = {}
         if not per_class:
             return

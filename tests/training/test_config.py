@@ -26,7 +26,7 @@ def test_every_group_has_options():
 )
 def test_option_composes_and_resolves(group, option, tmp_path):
     overrides = [f"{group}={option}"]
-    if (group, option) == ("data", "decathlon"):
+    if (group, option) in (("data", "decathlon"), ("experiment", "ablation_placement")):  # a dataset folder's
         overrides.append(f"data.root={write_decathlon(tmp_path / 'Task')}")
     cfg = compose_config(overrides, output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -144,3 +144,11 @@ def test_train_script_prints_one_line_error(tmp_path, args, message):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith(message)
     assert "Traceback" not in result.stderr
+
+
+def test_an_experiment_preset_overrides_the_primary_config():
+    cfg = compose_config(["experiment=ablation_placement", "data.root=???"])
+    assert cfg.task_name == "ablation_placement" and cfg.data._target_.endswith("DecathlonDataModule")
+    assert compose_config(["experiment=ablation_backends"]).task_name == "ablation_backends"
+    assert compose_config(["variant=sharp_skips"]).model.skip_layer == "sharpen"
+    assert list(compose_config(["variant=none"]).model.edge_placement) == []

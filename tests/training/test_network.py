@@ -7,6 +7,7 @@ import torch
 
 import ops
 from segnet.model.network import EdgeUNet
+from segnet.model.sharpening import FixedSharpening
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -65,3 +66,35 @@ def test_bad_arguments_are_explained():
         EdgeUNet(1, 1, 2)
     with pytest.raises(ValueError, match="subset of \\['input', 'skips'\\]"):
         EdgeUNet(2, 1, 2, edge_placement=["decoder"])
+
+
+@pytest.mark.parametrize("spatial_dims", [2, 3])
+def test_sharp_unet_skips_keep_flat_regions_and_steepen_steps(spatial_dims):
+    sharpen = FixedSharpening(2, spatial_dims)
+    assert not list(sharpen.parameters()) and "weight" in sharpen.state_dict()  # fixed, yet saved and exported
+    flat = torch.full((1, 2, *[6] * spatial_dims), 3.0)
+    assert torch.allclose(sharpen(flat), flat)
+    step = torch.zeros(1, 2, *[6] * spatial_dims)
+    step[:, :, 3:] = 1.0
+    out = sharpen(step)
+    edge = 3 ** (spatial_dims - 1)  # the taps across the step: the neighbour plane's count
+    assert torch.allclose(out[:, :, 2], torch.full_like(out[:, :, 2], -float(edge)))  # undershoot before the step
+    assert torch.allclose(out[:, :, 3], torch.full_like(out[:, :, 3], 1.0 + edge))  # overshoot after it
+    assert torch.allclose(out[:, :, 0], step[:, :, 0]) and torch.allclose(out[:, :, 5], step[:, :, 5])
+
+
+@pytest.mark.parametrize("spatial_dims", [2, 3])
+def test_the_ablation_baselines_are_the_same_network_with_another_skip_layer_or_frozen_gains(spatial_dims):
+    sharp = EdgeUNet(spatial_dims, 1, 2, channels=(4, 8, 16), strides=(2, 2), edge_placement=["skips"],
+                     skip_layer="sharpen", edge_backend="python")
+    assert all(isinstance(m, FixedSharpening) for m in sharp.skip_edges) and not sharp.edge_layers()
+    frozen = EdgeUNet(spatial_dims, 1, 2, channels=(4, 8, 16), strides=(2, 2), edge_alpha_init=0.3,
+                      edge_alpha_trainable=False, edge_backend="python")
+    optimizer = torch.optim.AdamW(frozen.parameters(), lr=0.1)
+    frozen(torch.randn(2, 1, *[8] * spatial_dims)).square().mean().backward()
+    optimizer.step()
+    assert len(frozen.edge_layers()) == 3
+    assert all(torch.equal(layer.alpha, torch.full_like(layer.alpha, 0.3)) for layer in frozen.edge_layers())
+    assert frozen.head.conv.weight.grad is not None  # the rest trains
+    with pytest.raises(ValueError, match="skip_layer must be one of"):
+        EdgeUNet(spatial_dims, 1, 2, skip_layer="blur")
