@@ -86,6 +86,68 @@ def test_saved_bytes_scale_with_the_patch_voxels():
     assert per_voxel > 4 * sum(MODEL["channels"][:1])  # at least the top level's feature maps
 
 
+def training_step_peak_bytes(net, batch: int, patch, device: str, trace_path) -> int:
+    """The most memory one training step (forward, Dice + cross-entropy, backward) holds at once
+    beyond what existed before it (weights, the batch): on a GPU, the caching allocator's peak; on
+    the CPU, the running sum of every allocation and free the profiler sees in torch's CPU
+    allocator (every tensor, and any scratch a kernel takes from it; not only what autograd saves)."""
+    from segnet.model.loss import SegmentationLoss
+
+    net = net.to(device)
+    x = torch.randn(batch, 1, *patch, device=device)
+    y = torch.randint(0, 3, (batch, 1, *patch), device=device)
+    loss = SegmentationLoss()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        loss(net(x), y).backward()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as profile:
+        loss(net(x), y).backward()
+    profile.export_chrome_trace(str(trace_path))
+    events = json.loads(trace_path.read_text())["traceEvents"]
+    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"]["Device Type"] == 0),
+                    key=lambda e: float(e["ts"]))
+    assert len(memory) > 100  # the profiler saw the step's allocations
+    return int(np.cumsum([e["args"]["Bytes"] for e in memory]).max())
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_plans_budget_holds_a_real_training_step(tmp_path, monkeypatch, device):
+    """The memory model against memory used: the mixed dataset planned for 10 MiB, one training
+    step of the planned batch and patch with the backend training uses there (the planner counts
+    with the python op) stays within the budget, and not far below it (patch and batch are limited
+    by the budget here, not by the median shape or BATCH_SHARE). A model that counted a quarter of
+    the bytes would plan a step that overruns the budget."""
+    from segnet.model.network import build_network
+    from segnet.planning import planner
+
+    description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)))
+    fingerprint = fingerprint_dataset(description, description.training)
+    budget_gb = 0.01
+    budget = budget_gb * 2**30
+    backend = "cpp" if device == "cpu" else "cuda"
+
+    def planned_peaks() -> dict[str, float]:
+        plan = plan_dataset(description, fingerprint, MODEL, budget_gb)
+        peaks = {}
+        for dims in (2, 3):
+            config = plan["configurations"][f"{dims}d"]
+            net = build_network(MODEL, backend, spatial_dims=dims, in_channels=1, out_channels=3)
+            peak = training_step_peak_bytes(net, config["batch_size"], config["patch_size"], device,
+                                            tmp_path / f"trace{dims}d.json")
+            peaks[f"{dims}d {config['batch_size']} x {config['patch_size']}"] = peak / budget
+        return peaks
+
+    peaks = planned_peaks()
+    assert all(0.5 < share <= 1.0 for share in peaks.values()), peaks  # about 0.7 to 0.8 on the CPU
+    counted = planner.saved_bytes_per_voxel
+    monkeypatch.setattr(planner, "saved_bytes_per_voxel", lambda *args: counted(*args) / 4)
+    assert all(share > 1.0 for share in planned_peaks().values())  # the check can fail
+
+
 def test_patch_and_batch_fit_the_budget():
     per_voxel, stride = 1000.0, 8
     patch, batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], stride, per_voxel, 16 * 2**30, 1e12)
@@ -121,6 +183,36 @@ def test_sagittal_thick_slices_slice_along_r(tmp_path):
     plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
     assert plan["slicing_axis"] == "R" and plan["orientation"] == "ASR"
     assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # in A, S, R order
+
+
+def test_every_case_loads_on_the_grid_its_plan_describes(tmp_path):
+    """The mixed and the sagittal datasets' cases, loaded with their plan's 3D and 2D
+    configurations: the plan's spacing (the affine's column norms; the case's own along the
+    slicing axis in 2D), the plan's axis codes, and as many voxels as the stored field of view
+    (voxels x spacing, read from the stored affine) holds at that spacing, within one.
+    tests/data/test_resampling.py checks the voxels themselves."""
+    sagittal = [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")]
+    for name, grids in (("Mixed", MIXED_GRIDS), ("Sagittal", sagittal)):
+        description = describe_dataset(str(write_phantom_dataset(tmp_path / name, grids)))
+        plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+        orientation = plan["orientation"]
+        for dims in ("3d", "2d"):
+            target = plan["configurations"][dims]["spacing"]
+            load = eval_transforms(True, orientation=orientation, spacing=target, normalization=plan["normalization"])
+            for case in description.training:
+                stored = nib.load(case.label)
+                sample = load({"image": case.images[0], "label": case.label})
+                for key in ("image", "label"):
+                    where = f"{name} {case.name} {key}, {dims} plan {orientation} {target}"
+                    affine = np.asarray(sample[key].affine, np.float64)
+                    assert "".join(nib.aff2axcodes(affine)) == orientation, where
+                    spacing = np.linalg.norm(affine[:3, :3], axis=0)
+                    for k, code in enumerate(orientation):
+                        stored_axis = int(np.argmax(np.abs(stored.affine["RAS".index(code), :3])))
+                        own = float(np.linalg.norm(stored.affine[:3, stored_axis]))
+                        assert spacing[k] == pytest.approx(target[k] or own, abs=1e-5), (where, code)
+                        field_of_view_mm = stored.shape[stored_axis] * own
+                        assert abs(sample[key].shape[1 + k] - field_of_view_mm / spacing[k]) <= 1, (where, code)
 
 
 def test_predictions_return_to_each_stored_geometry(tmp_path):

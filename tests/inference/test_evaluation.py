@@ -139,6 +139,46 @@ def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
         assert core["volume_ref_mm3"] == pytest.approx(core["n_ref"] * voxel)
 
 
+def test_the_model_is_shown_the_plans_grid_and_answered_on_it(oracle_evaluator):
+    """The oracle above is the label loaded by the chain that Invertd undoes, so it would agree
+    with itself with Orientationd dropped or its axes in the wrong order. Here the answer is the
+    stored label put in the plan's axis order by nibabel alone (no resampling: the plan's spacing
+    is these cases' own), and the image the model is handed must be on that same grid."""
+    from nibabel.orientations import apply_orientation, axcodes2ornt, io_orientation, ornt_transform
+
+    evaluator, description, monkeypatch = oracle_evaluator
+    orientation, spacing = evaluator.predictor.geometry["orientation"], evaluator.predictor.geometry["spacing"]
+    # OBLIQUE_AFFINE: 0.8 mm along P, 1.2 along S, 2.5 along L; R, the coarsest, is the slicing axis
+    assert orientation == "ASR" and spacing == pytest.approx([0.8, 1.2, 2.5])
+
+    def on_plan_axes(path: str) -> np.ndarray:
+        stored = nib.load(path)
+        to_plan = ornt_transform(io_orientation(stored.affine), axcodes2ornt(orientation))
+        return apply_orientation(np.asarray(stored.dataobj), to_plan)
+
+    shown = {}
+
+    def predict(image):
+        shown["image"] = image
+        return as_probabilities(torch.from_numpy(on_plan_axes(shown["case"].label).astype(np.int64)))
+
+    monkeypatch.setattr(evaluator, "predict", predict)
+    for case in description.training:
+        shown["case"] = case
+        result = evaluator.run_case(case)
+        image = shown["image"]
+        affine = np.asarray(image.affine, np.float64)
+        assert "".join(nib.aff2axcodes(affine)) == orientation
+        assert np.linalg.norm(affine[:3, :3], axis=0) == pytest.approx(spacing, abs=1e-5)
+        expected = on_plan_axes(case.images[0])
+        assert tuple(image.shape[1:]) == expected.shape
+        # the same voxels in the same places: z-scored per volume, so equal up to gain and offset
+        assert np.corrcoef(image[0].numpy().ravel(), expected.ravel())[0, 1] > 0.9999
+        written = np.asarray(nib.load(result.prediction_file).dataobj)
+        assert np.array_equal(written, np.asarray(nib.load(case.label).dataobj))
+        assert all(m["Dice"] == 1.0 for m in result.metrics.values())
+
+
 def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path):
     evaluator, description, monkeypatch = oracle_evaluator
     case = description.training[0]
