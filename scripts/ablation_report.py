@@ -1,15 +1,25 @@
-"""Report of a backend ablation sweep: python scripts/ablation_report.py SWEEP_DIR
+"""Report of an ablation sweep: python scripts/ablation_report.py SWEEP_DIR
 
-Reads each run's metrics.json and resolved config (.hydra/config.yaml), prints a Markdown table
-(backend, compile, median step time, samples/s, peak memory, validation Dice, speed-up over
-python eager) and writes ablation.md and ablation.png into SWEEP_DIR. A run without
-metrics.json is reported as failed; a run whose Dice differs from the python eager run's by
-more than --dice-tolerance is flagged. Exits 1 when anything is flagged or failed.
+A backend sweep (experiment=ablation_backends): reads each run's metrics.json and resolved
+config (.hydra/config.yaml), prints a Markdown table (backend, compile, median step time,
+samples/s, peak memory, validation Dice, speed-up over python eager) and writes ablation.md and
+ablation.png into SWEEP_DIR. A run whose Dice differs from the python eager run's by more than
+--dice-tolerance is flagged.
+
+A placement sweep (experiment=ablation_placement, runs with a conf/variant/ choice): each
+variant's validation Dice per case paired with variant=none's on the same fold and seed
+(segnet.evaluation.statistics): mean paired difference, its 95 % bootstrap interval over cases,
+Wilcoxon's p and Holm's over the variants, a verdict only where the interval excludes zero,
+and each variant's parameters, step time and peak memory; ablation.md, ablation.csv and
+ablation.png (the paired per-case differences with their intervals).
+
+A run without metrics.json is reported as failed. Exits 1 when anything is flagged or failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import sys
@@ -17,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
+
+from segnet.evaluation.ablation import COSTS, load_sweep, run_folders, variant_of
+from segnet.evaluation.statistics import compare, paired_differences
 
 
 @dataclass
@@ -102,22 +115,71 @@ def plot(runs: list[Run], path: Path) -> None:
     plt.close(fig)
 
 
+def placement_table(rows: list[dict], costs: dict[str, dict[str, float]]) -> str:
+    lines = ["| variant | cases | parameters | step ms | peak MB | mean paired Δ Dice | 95 % interval | Wilcoxon p "
+             "| Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        cost = costs[row["variant"]]
+        lines.append(
+            f"| {row['variant']} | {row['n_cases']} | {cost['parameters']:.0f} | {cost['step_time_ms_median']:.1f} "
+            f"| {cost['peak_memory_mb']:.0f} | {row['mean_difference']:+.4f} | [{row['ci_low']:+.4f}, "
+            f"{row['ci_high']:+.4f}] | {row['p_wilcoxon']:.3g} | {row['p_holm']:.3g} | {row['verdict']} |")
+    return "\n".join(lines)
+
+
+def plot_differences(differences: dict[str, dict], rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 3.5))
+    for x, row in enumerate(rows):
+        values = list(differences[row["variant"]].values())
+        ax.scatter([x] * len(values), values, s=10, alpha=0.5, color="#1f77b4")
+        ax.errorbar([x], [row["mean_difference"]], yerr=[[row["mean_difference"] - row["ci_low"]],
+                                                         [row["ci_high"] - row["mean_difference"]]],
+                    fmt="o", color="black", capsize=4)
+    ax.axhline(0.0, color="#888888", linewidth=1)
+    ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=30, ha="right")
+    ax.set_ylabel("Dice - plain U-Net's, per case")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def placement_report(sweep_dir: Path, baseline: str) -> tuple[str, list[str]]:
+    scores, costs, failed = load_sweep(sweep_dir)
+    rows = compare(scores, baseline, "Dice")
+    with open(sweep_dir / "ablation.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, [*rows[0], *COSTS])
+        writer.writeheader()
+        writer.writerows({**row, **costs[row["variant"]]} for row in rows)
+    plot_differences(paired_differences(scores, baseline, "Dice"), rows, sweep_dir / "ablation.png")
+    return placement_table(rows, costs), [f"run {f}" for f in failed]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("--dice-tolerance", type=float, default=0.02)
+    parser.add_argument("--dice-tolerance", type=float, default=0.02, help="backend sweeps: allowed Dice gap")
+    parser.add_argument("--baseline", default="none", help="placement sweeps: the variant the others are paired with")
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         parser.error(f"{args.sweep_dir} is not a folder; pass the sweep folder (multirun/<task>/<time>)")
-    runs = load_runs(args.sweep_dir)
-    if not runs:
+    folders = run_folders(args.sweep_dir)
+    if not folders:
         parser.error(f"{args.sweep_dir} holds no runs (no */.hydra/config.yaml)")
-    markdown, flags = table(runs, baseline_of(runs), args.dice_tolerance)
+    if variant_of(folders[0]) is not None:
+        markdown, flags = placement_report(args.sweep_dir, args.baseline)
+    else:
+        runs = load_runs(args.sweep_dir)
+        markdown, flags = table(runs, baseline_of(runs), args.dice_tolerance)
+        if any(r.metrics for r in runs):
+            plot(runs, args.sweep_dir / "ablation.png")
     report = markdown + ("\n\n" + "\n".join(f"- FLAG: {f}" for f in flags) if flags else "") + "\n"
     print(report)
     (args.sweep_dir / "ablation.md").write_text(report)
-    if any(r.metrics for r in runs):
-        plot(runs, args.sweep_dir / "ablation.png")
     print(f"wrote {args.sweep_dir / 'ablation.md'} and {args.sweep_dir / 'ablation.png'}")
     return 1 if flags else 0
 

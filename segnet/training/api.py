@@ -241,6 +241,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                               for case, scores in sorted(module.val_dice_per_case.items())},
         **timer.summary(),
         "peak_memory_mb": memory,
+        "parameters": sum(p.numel() for p in module.net.parameters()),
         "peak_memory_kind": memory_kind,
         "backend": backend,
         "backend_requested": cfg.op.backend,
