@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from sklearn.model_selection import KFold
 
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
@@ -15,6 +17,13 @@ from segnet.data.splits import choose_split, kfold
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import select_cases
 from segnet.training.api import train
+
+
+def sklearn_folds(names: list[str], folds: int, seed: int) -> list[dict[str, list[str]]]:
+    """scikit-learn's KFold(shuffle=True) over the sorted names, as nnU-Net's generate_crossval_split lists it."""
+    ordered = sorted(names)
+    return [{"train": [ordered[i] for i in train], "val": [ordered[i] for i in val]}
+            for train, val in KFold(n_splits=folds, shuffle=True, random_state=seed).split(ordered)]
 
 
 def test_folds_partition_the_cases_like_scikit_learns_kfold():
@@ -26,6 +35,17 @@ def test_folds_partition_the_cases_like_scikit_learns_kfold():
         assert sorted(f["train"] + f["val"]) == names and not set(f["train"]) & set(f["val"])
         assert f["train"] == sorted(f["train"]) and f["val"] == sorted(f["val"])
     assert kfold(names, 5, seed=12345) == folds and kfold(names, 5, seed=1) != folds
+    assert folds == sklearn_folds(names, 5, 12345)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 42, 12345, 2**32 - 1])
+@pytest.mark.parametrize("cases,folds", [(2, 2), (5, 5), (7, 2), (11, 5), (23, 5), (40, 3), (101, 10)])
+def test_folds_are_scikit_learns_kfold_over_the_sorted_names(cases, folds, seed):
+    # Unpadded numbers: sorted as strings (case_10 before case_2), the order nnU-Net sorts them in.
+    names = [f"case_{i}" for i in range(cases)]
+    assert sorted(names) != names or cases < 11
+    given = [names[i] for i in np.random.RandomState(cases).permutation(cases)]  # the order given does not matter
+    assert kfold(given, folds, seed) == sklearn_folds(names, folds, seed)
 
 
 def test_dataset_splits_final_json_wins(tmp_path):

@@ -91,24 +91,41 @@ def venv_seeing_this_interpreters_packages(venv: Path) -> Path:
     return venv
 
 
-@pytest.mark.slow
-def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained):
-    source = tmp_path / "source"
+def wheel_cuda_archs() -> str:
+    """One architecture keeps the wheel's CUDA build short: the visible GPU's, so that its shipped
+    library loads there, else 9.0."""
+    if torch.cuda.is_available():
+        return "{}.{}".format(*torch.cuda.get_device_capability())
+    return "9.0"
+
+
+@pytest.fixture(scope="module")
+def installed_wheel(tmp_path_factory):
+    """The checkout's wheel (with the compiled op), installed in a new venv, and the environment
+    to run it in: no compiler, no ninja, an empty op cache. Built once for the tests below."""
+    folder = tmp_path_factory.mktemp("wheel")
+    source = folder / "source"
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, source / name)
-    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": "9.0"}  # one architecture keeps the test's build short
+    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": wheel_cuda_archs()}
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-build-isolation", "--no-deps", "-q",
-                    "-w", str(tmp_path / "dist")], check=True, env=env, timeout=1200, capture_output=True)
-    (wheel,) = (tmp_path / "dist").glob("segnet-*.whl")
-    venv = venv_seeing_this_interpreters_packages(tmp_path / "venv")
+                    "-w", str(folder / "dist")], check=True, env=env, timeout=1200, capture_output=True)
+    (wheel,) = (folder / "dist").glob("segnet-*.whl")
+    venv = venv_seeing_this_interpreters_packages(folder / "venv")
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    timeout=300, capture_output=True)
-    empty_cache = tmp_path / "cache"
-    bare = {"HOME": str(tmp_path), "PATH": str(venv / "bin"), "CXX": "/no/compiler",
+    empty_cache = folder / "cache"
+    bare = {"HOME": str(folder), "PATH": str(venv / "bin"), "CXX": "/no/compiler",
             "SEGNET_OPS_CACHE": str(empty_cache)}
     assert shutil.which("c++", path=bare["PATH"]) is None and shutil.which("ninja", path=bare["PATH"]) is None
+    return venv, bare, empty_cache
+
+
+@pytest.mark.slow
+def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained, installed_wheel):
+    venv, bare, empty_cache = installed_wheel
     check = (
         "import torch, ops; from pathlib import Path; from ops import library; "
         "x = torch.randn(2, 3, 9, 11, dtype=torch.float64); a = torch.randn(3, dtype=torch.float64); "
@@ -127,7 +144,7 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
     recorded = json.loads(next(venv.glob("lib/python*/site-packages/ops/_lib/build_info.json")).read_text())
     assert recorded["torch"] == torch.__version__
     if Path(library.DEFAULT_CUDA_HOME, "bin", "nvcc").exists():
-        assert "cuda" in recorded["libraries"] and recorded["cuda_archs"] == "9.0"
+        assert "cuda" in recorded["libraries"] and recorded["cuda_archs"] == wheel_cuda_archs()
     assert next(venv.glob("lib/python*/site-packages/ops/csrc/march/window.h")).is_file()  # sources for a JIT build
 
     # Prediction from an exported model, with the installed package alone (no scripts/, no checkout).
@@ -144,6 +161,53 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
         Case("case_000", (str(image),), None))
     written = nib.load(tmp_path / "labels" / "case_000.nii.gz")
     assert np.array_equal(np.asarray(written.dataobj), expected.label_map)
+
+
+# Run in the wheel's venv: the shipped CUDA library loads (nothing is built) and runs the op on
+# the GPU, forward and backward, as the python reference computes it on the CPU.
+WHEEL_GPU_CHECK = """
+import torch, ops
+from pathlib import Path
+from ops import library
+
+def relative_error(got, expected):
+    return ((got.cpu().double() - expected.double()).abs().max() / expected.abs().max()).item()
+
+assert torch.cuda.is_available(), "the wheel's venv sees no GPU"
+where, path, why = library.where_from("cuda")
+assert where == "shipped" and path.parent == Path(ops.__file__).parent / "_lib", (where, path, why)
+assert library.load_cuda_library().path == path
+for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
+    for shape in ((2, 3, 9, 11), (2, 2, 5, 7, 33)):
+        x, g = torch.randn(shape, dtype=torch.float64), torch.randn(shape, dtype=torch.float64)
+        a = torch.randn(shape[1], dtype=torch.float64)
+        xr, ar = x.clone().requires_grad_(), a.clone().requires_grad_()
+        yr = ops.edge_enhance_reference(xr, ar)
+        expected = (yr.detach(), *torch.autograd.grad(yr, (xr, ar), g))
+        xc, ac = x.to("cuda", dtype).requires_grad_(), a.to("cuda", dtype).requires_grad_()
+        yc = ops.edge_enhance(xc, ac, backend="cuda")
+        got = (yc.detach(), *torch.autograd.grad(yc, (xc, ac), g.to("cuda", dtype)))
+        for name, r, e in zip(("y", "grad_x", "grad_alpha"), got, expected):
+            assert r.is_cuda and r.dtype == dtype, (name, r.device, r.dtype)
+            assert relative_error(r, e) <= tolerance, (name, dtype, shape, relative_error(r, e))
+print(path)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.cuda
+def test_the_wheel_runs_the_op_on_the_gpu_with_its_shipped_cuda_library(tmp_path, installed_wheel):
+    venv, bare, empty_cache = installed_wheel
+    recorded = json.loads(next(venv.glob("lib/python*/site-packages/ops/_lib/build_info.json")).read_text())
+    if "cuda" not in recorded["libraries"]:
+        pytest.skip("the wheel was built without the CUDA library (no nvcc at CUDA_HOME on this machine)")
+    passed_on = {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") if k in os.environ}
+    ran = subprocess.run([venv / "bin" / "python", "-c", WHEEL_GPU_CHECK], env={**bare, **passed_on}, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    shipped_cuda = ran.stdout.strip()
+    assert shipped_cuda.startswith(str(venv)) and shipped_cuda.endswith(recorded["libraries"]["cuda"])
+    assert not empty_cache.exists() or not any(empty_cache.iterdir())  # nothing was built
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.op import SHAPES, STRIP_SHAPES, assert_matches, random_inputs, reference_with_grads, shape_id, unaligned
+from helpers.op import (
+    SHAPES,
+    STRIP_SHAPES,
+    assert_matches,
+    random_inputs,
+    reference_with_grads,
+    relative_error,
+    shape_id,
+    unaligned,
+)
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -57,12 +66,41 @@ def test_emulated_kernels_in_float32(shape):
     assert_matches(got, expected, 1e-5, dtype=torch.float32)
 
 
+def edge_rows_then_flat_rows(dtype):
+    """Inputs on which a half-precision running sum of grad_alpha drops terms in the march.
+
+    The march sums grad_alpha in a hierarchy: each lane over its strip (8 samples of a 16-bit
+    type in 2D) and the outer positions of its segment (8 here, kMinSegment), then a warp
+    butterfly, then per channel a fixed strided and tree sum of the warp partials. Equal terms
+    cannot make such sums stall at a test's size; what does is a lane's running sum that meets
+    large terms first and then many small ones (an edge, then flat samples). x rises by 1 per
+    sample along each row (exact in float16 and bfloat16 up to 256, so m = 1 inside the row),
+    grad_y is 1 on every 8th row (the first row of every segment) and 3.6 eps of the dtype on the
+    others: below half an ulp of a lane's sum after its first row, so a half-precision lane sum
+    drops the 7 rows that follow (about 2% of the total in float16, 16% in bfloat16), while a
+    float one keeps them."""
+    shape = (1, 2, 64, 256)
+    x = torch.arange(shape[-1], dtype=torch.float64).expand(shape).contiguous()
+    grad_y = torch.full(shape, 3.6 * torch.finfo(dtype).eps, dtype=torch.float64)
+    grad_y[..., ::8, :] = 1.0
+    alpha = torch.tensor([0.5, -0.25], dtype=torch.float64)
+    return x.to(dtype), alpha.to(dtype), grad_y.to(dtype)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_emulated_kernels_in_half_types_accumulate_in_float(dtype):
     x, alpha, grad_y = random_inputs((2, 2, 12, 40))
     expected = reference_with_grads(x, alpha, grad_y)
     got = emulated(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     assert_matches(got, expected, (1e-2 if dtype == torch.float16 else 5e-2), dtype=dtype)
+    # grad_alpha against the float64 reference of the same (half-precision) inputs: float
+    # accumulation is off by the rounding of the total to `dtype` alone (at most half its eps,
+    # relative); half-precision lane sums miss it by 20 times that or more.
+    x, alpha, grad_y = edge_rows_then_flat_rows(dtype)
+    expected = reference_with_grads(x.double(), alpha.double(), grad_y.double())[2]
+    _, grad_alpha = torch.ops.segnet_ops._emulated_cuda_edge_enhance_backward(grad_y, x, alpha, 1e-6)
+    assert grad_alpha.dtype == dtype
+    assert relative_error(grad_alpha, expected) <= torch.finfo(dtype).eps
 
 
 def test_emulated_kernels_agree_with_the_cpu_kernels_in_float32():
@@ -72,11 +110,35 @@ def test_emulated_kernels_agree_with_the_cpu_kernels_in_float32():
     assert_matches(emulated(x, alpha, grad_y), (cpu_y, *cpu_grads), 1e-5)
 
 
-def test_emulated_grad_alpha_is_reproducible():
-    x, alpha, grad_y = random_inputs((4, 3, 33, 65), dtype=torch.float32)
+@pytest.fixture
+def threads():
+    """Sets torch's intra-op thread count for one test, then restores it."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+# 2D: 324 units of one warp; 3D backward: 84 units of 8 warps that share memory.
+@pytest.mark.parametrize("shape", [(4, 3, 65, 260), (2, 3, 9, 40, 70)], ids=shape_id)
+def test_emulated_grad_alpha_is_reproducible(shape, threads):
+    """On the GPU the blocks of the backward march finish in any order; grad_alpha must not
+    depend on it (docs/edge-op.md: partial sums added in a fixed order, no float atomics). The
+    emulation has no switch to reorder its units, but it spreads them over torch's intra-op
+    threads (at::parallel_for): with one thread they run in launch order, with more they run in
+    chunks that interleave differently from call to call. So grad_alpha must be bitwise the same
+    for every thread count and every call; adding each unit's partials to a per-channel sum in the
+    order units finish (what atomicAdd does) changes its last bits. This checks the order of
+    completion as far as host threads vary it, not a GPU scheduler's order."""
+    x, alpha, grad_y = random_inputs(shape, dtype=torch.float32)
+    threads(1)
     first = emulated(x, alpha, grad_y)[2]
-    second = emulated(x, alpha, grad_y)[2]
-    assert torch.equal(first, second)
+    for count in (2, 3, 4):
+        threads(count)
+        assert torch.get_num_threads() == count
+        for _ in range(3):
+            assert torch.equal(emulated(x, alpha, grad_y)[2], first)
+    expected = reference_with_grads(x.double(), alpha.double(), grad_y.double())[2]
+    assert relative_error(first, expected) <= 1e-5
 
 
 @pytest.mark.parametrize("shape", [(0, 3, 8, 8), (0, 2, 4, 4, 4)], ids=shape_id)

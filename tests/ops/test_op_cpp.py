@@ -60,6 +60,20 @@ def test_slab_ranges_across_threads_match_reference(shape, count, threads):
     assert_matches(cpp_with_grads(x, alpha, grad_y), reference_with_grads(x, alpha, grad_y), 1e-10)
 
 
+def long_rows_of_small_terms(dtype, width=2**18):
+    """Inputs whose grad_alpha sums many small terms per row: x repeats 0, 0, 1, 1 along one row
+    (m = 0.5 but at the row's two ends) and grad_y lies in [0.1, 0.15], so each term grad_y * m
+    is about 0.06 and a channel's total about 16000, representable in float16 and bfloat16. The CPU
+    kernel sums a row in 16 running sums of width / 16 = 16384 terms each, which float
+    accumulation adds up to about 1000; a float16 running sum stops growing near 128-256, where
+    half of its ulp exceeds a term, and a bfloat16 one near 16-32."""
+    shape = (1, 2, 1, width)
+    x = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64).repeat(width // 4).expand(shape).contiguous()
+    grad_y = torch.empty(shape, dtype=torch.float64).uniform_(0.1, 0.15, generator=torch.Generator().manual_seed(0))
+    alpha = torch.tensor([0.5, -0.25], dtype=torch.float64)
+    return x.to(dtype), alpha.to(dtype), grad_y.to(dtype)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_types_run_with_float_accumulation(dtype):
     x, alpha, grad_y = random_inputs((2, 3, 12, 13))
@@ -67,6 +81,15 @@ def test_half_types_run_with_float_accumulation(dtype):
     got = cpp_with_grads(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     tolerance = 1e-2 if dtype == torch.float16 else 5e-2
     assert_matches(got, expected, tolerance, dtype=dtype)
+    # grad_alpha of a long row, against the float64 reference of the same (half-precision) inputs:
+    # float accumulation is off by the rounding of the total to `dtype` alone (at most half its
+    # eps, relative); half-precision running sums lose most of the row (relative error 0.75 in
+    # float16, 0.97 in bfloat16).
+    x, alpha, grad_y = long_rows_of_small_terms(dtype)
+    expected = reference_with_grads(x.double(), alpha.double(), grad_y.double())[2]
+    _, grad_alpha = torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6)
+    assert grad_alpha.dtype == dtype
+    assert relative_error(grad_alpha, expected) <= torch.finfo(dtype).eps
 
 
 @pytest.mark.parametrize("shape", [(2, 2, 5, 4), (1, 2, 3, 1, 4), (1, 1, 1, 3)], ids=shape_id)
