@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning as L
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -30,6 +32,30 @@ TINY_TRAINER = [
     "trainer=cpu", "trainer.max_epochs=1", "trainer.check_val_every_n_epoch=1", "trainer.log_every_n_steps=1",
     "callbacks.step_timer.skip=0", "trainer.enable_model_summary=false", "callbacks.progress_bar.refresh_rate=0",
 ]
+
+
+class FitProbe(L.Callback):
+    """What a fit in this process started from and how many training batches it ran. A run takes
+    it with the override +callbacks.fit_probe._target_=helpers.training.FitProbe; every instance
+    Hydra makes is in FitProbe.made."""
+
+    made: list[FitProbe] = []
+
+    def __init__(self):
+        self.start_step: int | None = None
+        self.start_state: dict[str, torch.Tensor] = {}
+        self.batches = 0
+        FitProbe.made.append(self)
+
+    def on_train_start(self, trainer, pl_module) -> None:  # after a resumed fit has restored its checkpoint
+        self.start_step = trainer.global_step
+        self.start_state = {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.batches += 1
+
+
+FIT_PROBE = "+callbacks.fit_probe._target_=helpers.training.FitProbe"
 
 
 def compose_config(overrides: list[str], output_dir: Path | None = None) -> DictConfig:

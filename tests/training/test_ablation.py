@@ -67,6 +67,32 @@ def test_tiny_sweep_and_its_report(tmp_path):
     assert [row.split("|")[2].strip() for row in rows[1:]] == ["python", "cpp"]
     assert rows[1].split("|")[-2].strip() == "1.00x"
     assert (sweep / "ablation.png").stat().st_size > 0
+    # Each row is its own run's metrics.json, and the cpp speed-up is the python run's step time
+    # over the cpp run's: two files of two different runs.
+    runs = {m["backend"]: (path.parent.name, m)
+            for path in sorted(sweep.glob("*/metrics.json")) for m in [json.loads(path.read_text())]}
+    assert sorted(runs) == ["cpp", "python"] and runs["python"][0] != runs["cpp"][0]
+    python_ms = runs["python"][1]["step_time_ms_median"]
+    cpp_ms = runs["cpp"][1]["step_time_ms_median"]
+    cells = table_cells(rows)
+    for backend, (folder, metrics) in runs.items():
+        assert cells[backend][0] == folder
+        assert cells[backend][3] == f"{metrics['step_time_ms_median']:.1f}"
+    assert cells["cpp"][-1] == f"{python_ms / cpp_ms:.2f}x"
+    # The measured times may be close enough to read 1.00x either way: with the python run's time
+    # set to three times the cpp run's, the report must read 3.00x for cpp, and still 1.00x for python.
+    python_metrics = sweep / runs["python"][0] / "metrics.json"
+    python_metrics.write_text(json.dumps({**runs["python"][1], "step_time_ms_median": 3 * cpp_ms}))
+    result = report(sweep)
+    assert result.returncode == 0, result.stdout + result.stderr
+    cells = table_cells([line for line in result.stdout.splitlines() if line.startswith("| ") and "|---" not in line])
+    assert cells["cpp"][3] == f"{cpp_ms:.1f}" and cells["python"][3] == f"{3 * cpp_ms:.1f}"
+    assert (cells["python"][-1], cells["cpp"][-1]) == ("1.00x", "3.00x")
+
+
+def table_cells(rows: list[str]) -> dict[str, list[str]]:
+    """Backend -> the cells of its row in the report's table (its first row is the header)."""
+    return {row.split("|")[2].strip(): [cell.strip() for cell in row.split("|")[1:-1]] for row in rows[1:]}
 
 
 def fake_run(folder, backend, compile, dice=None):

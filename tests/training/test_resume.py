@@ -16,7 +16,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from helpers import ROOT
-from helpers.training import compose_config, run_train_script, tiny_overrides
+from helpers.training import FIT_PROBE, FitProbe, compose_config, run_train_script, tiny_overrides
 from segnet.files import atomic_path, write_text
 from segnet.training.api import train
 from segnet.training.checkpoints import AtomicCheckpointIO
@@ -39,6 +39,19 @@ def test_last_is_the_end_of_training_and_best_the_best_validation(tmp_path):
     best = checkpoint(tmp_path / "checkpoints" / "best.ckpt")
     assert last["global_step"] == metrics["global_step"] == 5 * STEPS_PER_EPOCH
     assert best["global_step"] in (2 * STEPS_PER_EPOCH, 4 * STEPS_PER_EPOCH)
+    # The fit's validations as TensorBoard has them (the final trainer.validate logs at global_step,
+    # after the fit): Lightning logs each at its epoch's last optimizer step, counted from 0 like
+    # the lr-* steps, so the step after it is the global_step of a checkpoint saved there.
+    logged = scalars(event_files(tmp_path), "val/dice_mean")
+    during_fit = {step: score for step, score in logged.items() if step < metrics["global_step"]}
+    assert sorted(during_fit) == [2 * STEPS_PER_EPOCH - 1, 4 * STEPS_PER_EPOCH - 1]
+    assert len(set(during_fit.values())) == 2, f"both validations scored {during_fit}: either would be the best"
+    best_step = max(during_fit, key=during_fit.get)
+    assert best["global_step"] == best_step + 1
+    (writer,) = [state for name, state in best["callbacks"].items()  # the ModelCheckpoint that wrote best.ckpt
+                 if name.startswith("ModelCheckpoint") and state["best_model_path"] == metrics["checkpoints"]["best"]]
+    assert float(writer["best_model_score"]) == during_fit[best_step] == max(during_fit.values())
+    assert metrics["best_val_dice_mean"] == during_fit[best_step]
     assert metrics["checkpoints"]["last"] == str(tmp_path / "checkpoints" / "last.ckpt")
     assert metrics["checkpoints"]["best"] == str(tmp_path / "checkpoints" / "best.ckpt")
     assert not list((tmp_path / "checkpoints").glob(".*tmp"))
@@ -75,6 +88,24 @@ def test_a_failed_write_of_any_run_file_leaves_the_previous_one_whole(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["case.nii.gz"]
 
 
+def event_files(run_folder) -> list:
+    """The run folder's TensorBoard event files, oldest first (each process, and each trainer.fit or
+    trainer.validate of one, starts a new one)."""
+    return sorted(run_folder.rglob("events.out.tfevents.*"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def scalars(files, prefix: str) -> dict[int, float]:
+    """Step -> value of the scalars whose tag starts with prefix, in these event files alone."""
+    values = {}
+    for events in files:
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            if tag.startswith(prefix):
+                values.update({e.step: e.value for e in accumulator.Scalars(tag)})
+    return values
+
+
 def learning_rates(run_folder) -> dict[int, float]:
     """Step -> learning rate, over every TensorBoard version of the run (a resume adds one)."""
     rates = {}
@@ -94,9 +125,26 @@ def test_resumed_run_equals_the_uninterrupted_one(tmp_path):
     # the same two-epoch schedule, stopped after one epoch, then resumed for the second
     first = run(tmp_path / "parts", exact + ["trainer.max_epochs=1", f"optim.schedule_steps={2 * STEPS_PER_EPOCH}"])
     last = tmp_path / "parts" / "checkpoints" / "last.ckpt"
-    resumed = train(compose_config(tiny_overrides() + ["op=cpp", *exact, "trainer.max_epochs=2", f"ckpt_path={last}"],
-                                   output_dir=tmp_path / "elsewhere"))
+    stopped = checkpoint(last)  # before the resumed fit writes over it
+    written_before = set(event_files(tmp_path / "parts"))
+    FitProbe.made.clear()
+    resumed = train(compose_config(
+        tiny_overrides() + ["op=cpp", *exact, "trainer.max_epochs=2", f"ckpt_path={last}", FIT_PROBE],
+        output_dir=tmp_path / "elsewhere",
+    ))
     assert first["global_step"] == STEPS_PER_EPOCH and resumed["global_step"] == whole["global_step"]
+    # a resume, not a restart: the resumed fit started from the checkpoint's step and weights ...
+    (probe,) = FitProbe.made
+    assert stopped["global_step"] == STEPS_PER_EPOCH
+    assert probe.start_step == stopped["global_step"]
+    assert probe.start_state.keys() == stopped["state_dict"].keys()
+    assert all(torch.equal(probe.start_state[k], stopped["state_dict"][k]) for k in probe.start_state)
+    # ... and ran only the remaining optimizer steps, logging those steps alone
+    assert probe.batches == whole["global_step"] - stopped["global_step"] == STEPS_PER_EPOCH
+    written_by_resume = [f for f in event_files(tmp_path / "parts") if f not in written_before]
+    remaining = list(range(STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH))
+    assert sorted(scalars(written_by_resume, "lr-")) == remaining
+    assert sorted(scalars(written_by_resume, "train/step_time_ms")) == remaining
     assert not (tmp_path / "elsewhere" / "checkpoints").exists()  # it continued in its run folder
     a = checkpoint(tmp_path / "whole" / "checkpoints" / "last.ckpt")
     b = checkpoint(last)

@@ -187,22 +187,49 @@ def test_unreadable_files_and_duplicate_cases_are_named(tmp_path):
     with pytest.raises(DatasetError) as caught:
         verify_dataset(description, description.training)
     assert "case case_000 is listed 2 times" in str(caught.value)
-    assert "imagesTr/case_001.nii.gz: cannot be read" in str(caught.value)
+    assert "imagesTr/case_001.nii.gz: not a readable NIfTI file" in str(caught.value)  # its header, read first
 
 
 @pytest.mark.slow
 def test_compiled_run_matches_the_contract(tmp_path):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()  # no graphs, and no counts, from earlier tests of this process
+    counters.clear()
     metrics = run(tmp_path, tiny_overrides() + ["op=cpp", "compile=true"])
     assert metrics["compile"] is True
+    # the network went through TorchDynamo (0 graphs when compile is ignored), and its training
+    # graphs, backward included, through AOTAutograd
+    assert counters["stats"]["unique_graphs"] > 0 and counters["frames"]["ok"] > 0
+    assert counters["aot_autograd"]["ok"] > 0
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
 
 @pytest.mark.slow
-@pytest.mark.slow
-def test_ddp_validation_dice_equals_the_single_process_value(tmp_path):
+def test_ddp_validation_dice_equals_the_single_process_value(tmp_path, monkeypatch):
+    from segnet.metrics import mean_per_class, nanmean
+    from segnet.training import module
+
     # 3 validation cases over 2 ranks: the sampler pads one rank with a repeated case
     overrides = tiny_overrides() + ["op=cpp", "data.num_val=3", "data.batch_size=2"]
+    per_case: list[dict[str, list[float]]] = []  # each validation's {case: Dice per class}
+    gather = module.gather_from_ranks
+
+    def recording(scores):
+        per_case.append(dict(scores))
+        return gather(scores)
+
+    monkeypatch.setattr(module, "gather_from_ranks", recording)
     single = run(tmp_path / "run", overrides)  # its final validation scores last.ckpt's weights
+    monkeypatch.undo()
+    cases = per_case[-1]
+    assert len(cases) == 3
+    assert nanmean(mean_per_class(list(cases.values()))) == pytest.approx(single["val_dice_mean"], abs=1e-6)
+    # Not vacuous: the cases score apart, so that counting any of them twice (the padded case, or
+    # a mean of the ranks' means) would move the mean well past the tolerance below.
+    for name, scores in cases.items():
+        twice = nanmean(mean_per_class([*cases.values(), scores]))
+        assert abs(twice - single["val_dice_mean"]) > 1e-3, f"case {name} counted twice leaves the mean: {cases}"
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     result = run_train_script(
         overrides + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", f"ckpt_path={last}"], tmp_path
