@@ -12,6 +12,7 @@ import time
 import nibabel as nib
 import numpy as np
 import pytest
+import torch
 
 from helpers.commands import installed_command, run_command
 from helpers.training import train_tiny_task
@@ -53,10 +54,17 @@ def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path
     images.mkdir()
     for i in range(2):  # images only, nnU-Net's channel naming, an oblique grid
         shutil.copy(root / "imagesTr" / f"case_{i:03d}.nii.gz", images / f"scan{i}_0000.nii.gz")
-    ensemble = f"ckpt_path=[{run}/checkpoints/best.ckpt,{run}/checkpoints/last.ckpt]"
-    result = run_script("segnet-predict", [ensemble, f"input={images}", f"output={tmp_path / 'out'}",
-                                           "save_probabilities=true", "op=cpp"], tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    # Two different models: the trained one and a copy with its output layer scaled.
+    other = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+    head = next(k for k in other["state_dict"] if k.startswith("net.head.") and k.endswith("weight"))
+    other["state_dict"][head] = other["state_dict"][head] * 3.0
+    torch.save(other, tmp_path / "other.ckpt")
+    models = [run / "checkpoints" / "last.ckpt", tmp_path / "other.ckpt"]
+    for name, given in (("out", models), ("first", models[:1]), ("second", models[1:])):
+        result = run_script("segnet-predict", [f"ckpt_path=[{','.join(map(str, given))}]", f"input={images}",
+                                               f"output={tmp_path / name}", "save_probabilities=true", "op=cpp"],
+                            tmp_path / f"h_{name}")
+        assert result.returncode == 0, result.stderr[-3000:]
     for i in range(2):
         image = nib.load(images / f"scan{i}_0000.nii.gz")
         written = nib.load(tmp_path / "out" / f"scan{i}.nii.gz")
@@ -68,6 +76,9 @@ def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path
         assert probabilities.shape == (3, *image.shape)
         assert np.allclose(probabilities.sum(0), 1.0, atol=1e-4)
         assert np.array_equal(probabilities.argmax(0), np.asarray(written.dataobj))
+        alone = [np.load(tmp_path / name / f"scan{i}.npz")["probabilities"] for name in ("first", "second")]
+        assert not np.allclose(alone[0], alone[1], atol=1e-3)  # the two models differ ...
+        assert np.allclose(probabilities, (alone[0] + alone[1]) / 2, atol=1e-5)  # ... and the ensemble is their mean
 
 
 @pytest.mark.slow

@@ -1,0 +1,391 @@
+"""A mutation check of our own: do the tests of a feature fail when that feature breaks?
+
+    python scripts/mutation_check.py                      # every mutant (10-20 minutes on 2 cores)
+    python scripts/mutation_check.py --list               # the mutants, what each breaks, their tests
+    python scripts/mutation_check.py --only splits-seed normalization-clip
+    python scripts/mutation_check.py --baseline           # the same tests, unmutated: they must pass
+    python scripts/mutation_check.py --keep               # keep the copy and each pytest log
+
+Each mutant in MUTANTS (below) is one text replacement in one tracked file: `old` must occur
+exactly once in that file. The tracked files (`git ls-files`) are copied once into a temporary
+folder; for each mutant the replacement is applied there, only that mutant's tests are run
+there, and the file is put back:
+
+    python -m pytest TESTS -x -q -p no:cacheprovider --basetemp=...   (cwd = the copy)
+
+with PYTHONPATH=<copy>:<copy>/tests, so the copy's modules are imported and not the editable
+install's /work/main (checked once, before the first mutant: the check stops if `import segnet`
+or `import ops` resolves outside the copy). A mutant of csrc/ runs with SEGNET_OPS_CACHE set to
+a folder of its own, so the compiled op is rebuilt from the mutated sources. The other mutants
+share one op cache of the run: the cache folder's name hashes the sources' path (ops/library.py),
+so a copy never reuses the user's default cache anyway; the shared one builds the op once per run
+and is removed afterwards (kept with --keep).
+
+Results:
+- killed: pytest exited with failures (1), or was interrupted (2, e.g. the mutated module does
+  not import): the tests caught the broken feature;
+- SURVIVED: the tests passed with the feature broken; they do not check it;
+- not applied: `old` is not in the file exactly once; the code moved on and the mutant must be
+  updated with it;
+- timeout: the tests ran past the mutant's timeout (a hang or a slow machine: raise `timeout`);
+- error: pytest could not run the selection (bad arguments, 4) or selected no test (5).
+The script exits 0 only when every mutant run was killed (with --baseline: every selection
+passed), 1 otherwise, 2 when the copy does not import its own modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    breaks: str  # the feature, as the table says it
+    path: str  # relative to the checkout
+    old: str  # occurs exactly once in path
+    new: str
+    tests: tuple[str, ...]  # pytest arguments: files, -k, -m
+    timeout: int = 300  # seconds for the whole pytest run
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("normalization-clip", "CT normalization ignores the percentile clip",
+           "segnet/data/normalization.py",
+           'clipped = image.clamp(entry["percentile_00_5"], entry["percentile_99_5"])',
+           "clipped = image",
+           ("tests/data/test_normalization.py", "-k", "ct_is_clipped or ct_values")),
+    Mutant("integrity-classes", "integrity check accepts label values above the classes",
+           "segnet/planning/integrity.py",
+           "allowed = (values >= 0) & (values < len(class_names)) | (values == ignore_label)",
+           "allowed = (values >= 0) | (values == ignore_label)",
+           ("tests/training/test_train.py", "-k", "broken_dataset")),
+    Mutant("integrity-fractional", "integrity check accepts non-integer label values (interpolated labels)",
+           "segnet/planning/integrity.py",
+           "bad = values[(values != np.round(values)) | ~allowed]",
+           "bad = values[~allowed]",
+           ("tests/training/test_train.py", "-k", "broken_dataset")),
+    Mutant("headers-max-voxels-flipped", "header check: max_voxels comparison flipped",
+           "segnet/data/headers.py",
+           "if voxels > max_voxels:",
+           "if voxels < max_voxels:",
+           ("tests/data/test_headers.py", "-k", "each_lie")),
+    Mutant("headers-max-voxels-removed", "header check: max_voxels not checked",
+           "segnet/data/headers.py",
+           "if voxels > max_voxels:",
+           "if False:",
+           ("tests/data/test_headers.py", "-k", "each_lie or integrity_check")),
+    Mutant("headers-zero-spacing", "header check accepts a zero voxel spacing",
+           "segnet/data/headers.py",
+           "(spacing > 0).all()",
+           "(spacing >= 0).all()",
+           ("tests/data/test_headers.py", "-k", "each_lie")),
+    Mutant("ignore-loss-dice", "ignore label: the Dice term of the loss sees ignored voxels",
+           "segnet/model/loss.py",
+           "dice = self.masked_dice(logits, label * known, mask=known)",
+           "dice = self.masked_dice(logits, label * known, mask=torch.ones_like(known))",
+           ("tests/data/test_ignore_label.py", "-k", "loss_sees_only_known")),
+    Mutant("ignore-metrics-prediction", "ignore label: a prediction on ignored voxels scored as a false positive",
+           "segnet/metrics.py",
+           "return prediction * known, reference * known, int(known.sum())",
+           "return prediction, reference * known, int(known.sum())",
+           ("tests/data/test_ignore_label.py", "-k", "metrics_leave_ignored")),
+    Mutant("ignore-metrics-tn", "ignore label: ignored voxels counted as true negatives",
+           "segnet/metrics.py",
+           "return prediction * known, reference * known, int(known.sum())",
+           "return prediction * known, reference * known, reference.size",
+           ("tests/data/test_ignore_label.py", "-k", "metrics_leave_ignored")),
+    Mutant("ensemble-first-only", "ensembling sums only the first model (divided by the model count)",
+           "segnet/inference/predictor.py",
+           "for module in self.modules:",
+           "for module in self.modules[:1]:",
+           ("tests/inference/test_prediction.py", "-k", "new_images_come_back"), timeout=480),
+    Mutant("ensemble-first-model", "ensembling returns the first model's probabilities alone",
+           "segnet/inference/predictor.py",
+           "            total = p if total is None else total + p\n        return total / len(self.modules)",
+           "            total = p if total is None else total\n        return total",
+           ("tests/inference/test_prediction.py", "-k", "new_images_come_back"), timeout=480),
+    Mutant("resampling-dropped", "resampling: Spacingd dropped from the loading chain",
+           "segnet/data/transforms.py",
+           "if spacing is not None:  # a spacing of 0",
+           "if False:  # a spacing of 0",
+           ("tests/data/test_resampling.py",)),
+    Mutant("orientation-ignored", "orientation: Orientationd ignores the plan's axcodes (always RAS)",
+           "segnet/data/transforms.py",
+           "T.Orientationd(keys=keys, axcodes=orientation, labels=None)",
+           'T.Orientationd(keys=keys, axcodes="RAS", labels=None)',
+           ("tests/data/test_resampling.py",)),
+    Mutant("splits-unsorted", "splits: folds over the names as given, not sorted",
+           "segnet/data/splits.py",
+           "ordered = sorted(names)",
+           "ordered = list(names)",
+           ("tests/data/test_splits.py", "-k", "not run_records")),
+    Mutant("splits-seed", "splits: shuffled with another seed than data.split_seed",
+           "segnet/data/splits.py",
+           "np.random.RandomState(seed).shuffle(indices)",
+           "np.random.RandomState(seed + 1).shuffle(indices)",
+           ("tests/data/test_splits.py", "-k", "not run_records")),
+    Mutant("cache-stale-sources", "preprocessed cache: is_current ignores the sources' stamps",
+           "segnet/preprocessing/cache.py",
+           'return self.properties()["sources"] == source_stamps(case)',
+           'return "sources" in self.properties()',
+           ("tests/data/test_preprocessing.py", "-k", "changed_plan_or_case")),
+    Mutant("cache-plan-ignored", "preprocessed cache: one folder whatever the loading plan",
+           "segnet/preprocessing/cache.py",
+           'return root / f"{dataset_root.name}-{_digest(str(dataset_root), 8)}" / _digest(plan)',
+           'return root / f"{dataset_root.name}-{_digest(str(dataset_root), 8)}" / "plan"',
+           ("tests/data/test_preprocessing.py", "-k", "changed_plan_or_case")),
+    Mutant("atomic-path-in-place", "atomic writes: atomic_path writes the target in place",
+           "segnet/files.py",
+           "    temporary = _temporary_beside(path)\n    try:\n        yield temporary\n"
+           "        os.replace(temporary, path)\n    finally:\n        temporary.unlink(missing_ok=True)",
+           "    yield path",
+           ("tests/training/test_resume.py", "-k", "failed_write")),
+    Mutant("atomic-checkpoint-in-place", "atomic writes: checkpoints written in place",
+           "segnet/training/checkpoints.py",
+           "            with open(temporary, \"wb\") as f:\n                torch.save(checkpoint, f)\n"
+           "                f.flush()\n                os.fsync(f.fileno())\n            os.replace(temporary, path)",
+           "            with open(path, \"wb\") as f:\n                torch.save(checkpoint, f)",
+           ("tests/training/test_resume.py", "-k", "failed_write")),
+    Mutant("best-checkpoint-min", "best checkpoint: keeps the lowest validation Dice (mode min)",
+           "conf/callbacks/default.yaml",
+           "  mode: max\n",
+           "  mode: min\n",
+           ("tests/training/test_resume.py", "-k", "best_the_best")),
+    Mutant("early-stopping-min", "early stopping: watches for a falling validation Dice (mode min)",
+           "conf/callbacks/early_stopping.yaml",
+           "  mode: max\n",
+           "  mode: min\n",
+           ("tests/training/test_schedule.py", "-k", "early_stopping")),
+    Mutant("resume-ignored", "resume: ckpt_path not passed to trainer.fit (a restart)",
+           "segnet/training/api.py",
+           "trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)",
+           "trainer.fit(module, datamodule=datamodule, ckpt_path=None, weights_only=True)",
+           ("tests/training/test_resume.py", "-k", "resumed_run"), timeout=480),
+    Mutant("cluster-every-process-first", "one planner per job: is_first_process always True",
+           "segnet/cluster.py",
+           'return (rank_zero_only.rank or 0) == 0 and int(os.environ.get("NODE_RANK", "0")) == 0',
+           "return True",
+           ("tests/training/test_cluster.py", "-k", "rank_zero_is_read")),
+    Mutant("augmentation-rotation", "device augmentation: rotation range pi/10 instead of pi/12",
+           "segnet/data/device_augmentation.py",
+           "ROTATE_RANGE = math.pi / 12",
+           "ROTATE_RANGE = math.pi / 10",
+           ("tests/data/test_device_augmentation.py", "-k", "distributed_as_the_worker_chain")),
+    Mutant("augmentation-flip", "device augmentation: flip probability 0.4 instead of 0.5",
+           "segnet/data/device_augmentation.py",
+           '"flip": rand(dims) < probs["flip"]',
+           '"flip": rand(dims) < 0.4',
+           ("tests/data/test_device_augmentation.py", "-k", "distributed_as_the_worker_chain")),
+    Mutant("export-drops-edge-op", "export agreement: the exported graph loses the skip's edge op",
+           "segnet/export/exporter.py",
+           "net = module.net.eval().to(device)",
+           'net = __import__("copy").deepcopy(module.net).eval().to(device)\n'
+           "    net.skip_edges[0] = torch.nn.Identity()",
+           ("tests/deploy/test_deployment.py", "-k", "equals_eager and exported_program"), timeout=480),
+    Mutant("export-stride", "export agreement: exported for twice the network's stride (sizes 2 mod 4 refused)",
+           "segnet/export/exporter.py",
+           "stride = net.downsampling",
+           "stride = 2 * net.downsampling",
+           ("tests/deploy/test_deployment.py", "-k", "equals_eager and exported_program"), timeout=480),
+    Mutant("export-metadata-stride", "export agreement: model.json gives half the input stride",
+           "segnet/export/exporter.py",
+           '"multiple_of": stride,',
+           '"multiple_of": max(stride // 2, 1),',
+           ("tests/deploy/test_deployment.py", "-k", "(equals_eager and exported_program) or predict_from_the_package"),
+           timeout=600),
+    Mutant("schedule-no-warmup", "schedule: warm-up skipped (one step whatever optim.warmup_steps)",
+           "segnet/training/module.py",
+           'warmup = min(optim["warmup_steps"], max(total // 10, 1))',
+           "warmup = 1",
+           ("tests/training/test_schedule.py",)),
+    Mutant("op-reference-sobel-tap", "op math: one Sobel derivative tap's sign flipped (python reference)",
+           "ops/reference.py",
+           "DERIV = (-1.0, 0.0, 1.0)",
+           "DERIV = (1.0, 0.0, 1.0)",
+           ("tests/ops/test_op_reference.py",)),
+    Mutant("op-cpp-forward-sign", "op math: compiled forward subtracts the edge term (csrc, rebuilt)",
+           "csrc/edge_stencil.h",
+           "return x + alpha * m;",
+           "return x - alpha * m;",
+           ("tests/ops/test_op_cpp.py", "-k", "matches_reference_in_float64"), timeout=600),
+)
+
+RESULT_OK = {"killed"}
+
+
+def checkout_root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def copy_tracked(root: Path, target: Path) -> None:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = root / name
+        if not source.is_file():  # deleted in the work tree but not in the index
+            continue
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target / name)
+
+
+def environment(copy: Path, ops_cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": f"{copy}{os.pathsep}{copy / 'tests'}",
+        "SEGNET_OPS_CACHE": str(ops_cache),
+        "PYTHONDONTWRITEBYTECODE": "1",  # no .pyc of a mutant can outlive it
+    })
+    return env
+
+
+def check_imports(copy: Path, env: dict[str, str]) -> None:
+    """Fails loudly unless the copy's own packages are the ones imported there."""
+    probe = "import segnet, ops, helpers; print(segnet.__file__); print(ops.__file__); print(helpers.__file__)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=copy, env=env, capture_output=True, text=True)
+    files = done.stdout.split()
+    outside = [f for f in files if not Path(f).resolve().is_relative_to(copy.resolve())]
+    if done.returncode != 0 or len(files) != 3 or outside:
+        sys.exit(f"mutation_check: the copy {copy} does not import its own modules ({outside or done.stderr[-2000:]}); "
+                 "every mutant would test the checkout instead")
+
+
+def run_pytest(copy: Path, tests: tuple[str, ...], env: dict[str, str], basetemp: Path, timeout: int,
+               log: Path) -> tuple[int | None, str]:
+    """pytest's exit status (None: timed out; its process group is killed) and its output."""
+    basetemp.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}"]
+    with subprocess.Popen(command, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+            code: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            code = None
+    log.write_text(output)
+    return code, output
+
+
+def first_failure(output: str) -> str:
+    match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    return match.group(1).split("::")[-1] if match else ""
+
+
+def classify(code: int | None, baseline: bool) -> str:
+    if code is None:
+        return "timeout"
+    if code in (4, 5):
+        return "error"
+    if baseline:
+        return "passed" if code == 0 else "FAILED"
+    return "SURVIVED" if code == 0 else "killed"
+
+
+def applies(root: Path, m: Mutant) -> bool:
+    file = root / m.path
+    return file.is_file() and file.read_text().count(m.old) == 1
+
+
+@contextlib.contextmanager
+def mutated(file: Path, old: str, new: str):
+    """The file with `old` (there exactly once) replaced by `new`; put back, with its modification
+    time, afterwards."""
+    text = file.read_text()
+    stat = file.stat()
+    file.write_text(text.replace(old, new))
+    try:
+        yield
+    finally:
+        file.write_text(text)
+        os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def print_table(rows: list[dict[str, str]]) -> None:
+    columns = ("mutant", "breaks", "tests", "result", "by", "seconds")
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    print(" | ".join(c.ljust(widths[c]) for c in columns))
+    print("-+-".join("-" * widths[c] for c in columns))
+    for row in rows:
+        print(" | ".join(row[c].ljust(widths[c]) for c in columns))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these mutants only")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy and the pytest logs")
+    parser.add_argument("--baseline", action="store_true",
+                        help="run each selected mutant's tests on the unmutated copy (they must pass)")
+    args = parser.parse_args()
+
+    known = {m.name for m in MUTANTS}
+    unknown = sorted(set(args.only or ()) - known)
+    if unknown:
+        parser.error(f"unknown mutant(s) {', '.join(unknown)}; --list shows them")
+    selected = [m for m in MUTANTS if not args.only or m.name in args.only]
+    root = checkout_root()
+    if args.list:
+        for m in selected:
+            state = "" if applies(root, m) else " [NOT APPLIED: its old text is not in the file exactly once]"
+            print(f"{m.name}: {m.breaks}{state}\n    {m.path}\n"
+                  f"    pytest {shlex.join(m.tests)} (timeout {m.timeout} s)")
+        return 0
+
+    work = Path(tempfile.mkdtemp(prefix="segnet-mutation-"))
+    copy = work / "tree"
+    started = time.perf_counter()
+    rows = []
+    try:
+        copy_tracked(root, copy)
+        shared_cache = work / "ops-cache"
+        check_imports(copy, environment(copy, shared_cache))
+        print(f"mutation_check: {len(selected)} mutant(s) in {copy}{' (baseline: unmutated)' if args.baseline else ''}",
+              flush=True)
+        for m in selected:
+            cache = work / f"ops-cache-{m.name}" if m.path.startswith("csrc/") and not args.baseline else shared_cache
+            row = {"mutant": m.name, "breaks": m.breaks, "tests": shlex.join(m.tests), "by": "", "seconds": ""}
+            begin = time.perf_counter()
+            with contextlib.ExitStack() as stack:
+                if not applies(copy, m):
+                    row["result"] = "not applied"
+                else:
+                    if not args.baseline:
+                        stack.enter_context(mutated(copy / m.path, m.old, m.new))
+                    code, output = run_pytest(copy, m.tests, environment(copy, cache), work / "pytest" / m.name,
+                                              m.timeout, work / f"{m.name}.log")
+                    row["result"] = classify(code, args.baseline)
+                    row["by"] = first_failure(output)
+            row["seconds"] = f"{time.perf_counter() - begin:.0f}"
+            rows.append(row)
+            print(f"  {m.name}: {row['result']} {row['by']} ({row['seconds']} s)", flush=True)
+    finally:
+        if args.keep:
+            print(f"mutation_check: kept {work} (tree/, <mutant>.log)")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print()
+    print_table(rows)
+    good = {"passed"} if args.baseline else RESULT_OK
+    bad = [r["mutant"] for r in rows if r["result"] not in good]
+    print(f"\n{len(rows) - len(bad)} of {len(rows)} {'passed' if args.baseline else 'killed'} in "
+          f"{time.perf_counter() - started:.0f} s" + (f"; not {'passed' if args.baseline else 'killed'}: "
+                                                     f"{', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
