@@ -36,6 +36,15 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
+def remove_temporaries(folder: str | Path) -> list[Path]:
+    """Deletes what killed writers left in `folder` (their temporary files; the targets they were
+    writing were never touched). Only for a folder no other process is writing to."""
+    left = sorted(Path(folder).glob(".*.tmp*"))
+    for path in left:
+        path.unlink(missing_ok=True)
+    return left
+
+
 def write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as temporary:
         temporary.write_text(text)

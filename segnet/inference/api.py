@@ -11,6 +11,7 @@ from tqdm import tqdm
 from segnet.data.dataset_json import Case
 from segnet.data.headers import header_problem
 from segnet.errors import ConfigError, DatasetError
+from segnet.files import remove_temporaries
 from segnet.inference.exported import ExportedModel
 from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
@@ -54,7 +55,9 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing
         done = [case for case in cases if writer.is_done(case)]
         cases = [case for case in cases if not writer.is_done(case)]
-        log.info("continuing: %d case(s) already in %s", len(done), cfg.output)
+        left = remove_temporaries(cfg.output) if Path(cfg.output).is_dir() else []
+        log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed)", len(done), cfg.output,
+                 len(left))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s", len(cases), cfg.input, len(models), cfg.tta)
     predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]
     log.info("label maps in %s", cfg.output)

@@ -117,11 +117,11 @@ def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained,
             f"output={out}", "op=cpp", "tta=false", f"hydra.run.dir={tmp_path}/h"]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while process.poll() is None and len(list(out.glob("*.nii.gz"))) < 2 and time.monotonic() < deadline:
+    while process.poll() is None and len(list(out.glob("[!.]*.nii.gz"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("*.nii.gz")}
+    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("[!.]*.nii.gz")}  # not a killed writer's temporary
     assert 2 <= len(finished) < 9, "the kill did not land mid-run"
     for name in finished:  # every label map there is whole
         assert np.asarray(nib.load(out / name).dataobj).shape == nib.load(images / name).shape
@@ -129,6 +129,7 @@ def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained,
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"continuing: {len(finished)} case(s) already in" in again.stdout
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.nii.gz") if p.name in finished} == finished
+    assert not list(out.glob(".*"))  # what the killed writer left is gone
     fresh = run_script("segnet-predict", [f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}",
                                           f"output={tmp_path / 'fresh'}", "op=cpp", "tta=false"], tmp_path)
     assert fresh.returncode == 0, fresh.stderr[-3000:]

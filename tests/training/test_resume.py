@@ -17,7 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers import ROOT
 from helpers.training import FIT_PROBE, FitProbe, compose_config, run_train_script, tiny_overrides
-from segnet.files import atomic_path, write_text
+from segnet.files import atomic_path, remove_temporaries, write_text
 from segnet.training.api import train
 from segnet.training.checkpoints import AtomicCheckpointIO
 
@@ -86,6 +86,13 @@ def test_a_failed_write_of_any_run_file_leaves_the_previous_one_whole(tmp_path):
         raise RuntimeError("disk full")
     assert path.read_text() == "first"
     assert [p.name for p in path.parent.iterdir()] == ["case.nii.gz"]
+    with atomic_path(path) as temporary:  # a writer killed here leaves its temporary behind
+        temporary.write_text("half")
+        left = temporary.with_name(temporary.name.replace(".tmp", "-killed.tmp"))
+        temporary.rename(left)
+        temporary.write_text("second")
+    assert remove_temporaries(path.parent) == [left]
+    assert [p.name for p in path.parent.iterdir()] == ["case.nii.gz"] and path.read_text() == "second"
 
 
 def event_files(run_folder) -> list:
