@@ -4,9 +4,19 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 namespace segnet {
 
-inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha) {
+// eps keeps the magnitude's square root away from 0 on flat regions (docs/edge-op.md): 0, a
+// negative or a non-finite eps would give inf or NaN gradients there.
+inline void check_eps(double eps) {
+  TORCH_CHECK(std::isfinite(eps) && eps > 0, "edge_enhance: eps must be a positive finite number, got ", eps,
+              "; the default is 1e-6");
+}
+
+inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha, double eps) {
+  check_eps(eps);
   TORCH_CHECK(x.dim() == 4 || x.dim() == 5,
               "edge_enhance: x must have shape (N, C, H, W) or (N, C, D, H, W), got ", x.dim(),
               " dimensions with shape ", x.sizes());
@@ -25,8 +35,8 @@ inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha) {
 }
 
 inline void check_edge_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x,
-                                       const at::Tensor& alpha) {
-  check_edge_inputs(x, alpha);
+                                       const at::Tensor& alpha, double eps) {
+  check_edge_inputs(x, alpha, eps);
   TORCH_CHECK(grad_y.sizes() == x.sizes(), "edge_enhance_backward: grad_y must have the shape of x (",
               x.sizes(), "), got ", grad_y.sizes());
   TORCH_CHECK(grad_y.scalar_type() == x.scalar_type(),
@@ -40,8 +50,8 @@ inline void check_edge_backward_inputs(const at::Tensor& grad_y, const at::Tenso
 // A forward call's inputs made contiguous and its contiguous output, after the checks.
 struct ForwardCall {
   at::Tensor x, alpha, y;
-  ForwardCall(const at::Tensor& x_in, const at::Tensor& alpha_in) {
-    check_edge_inputs(x_in, alpha_in);
+  ForwardCall(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
+    check_edge_inputs(x_in, alpha_in, eps);
     x = x_in.contiguous();
     alpha = alpha_in.contiguous();
     y = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -52,8 +62,8 @@ struct ForwardCall {
 // A backward call's inputs made contiguous, grad_x allocated and grad_alpha zeroed.
 struct BackwardCall {
   at::Tensor grad_y, x, alpha, grad_x, grad_alpha;
-  BackwardCall(const at::Tensor& grad_y_in, const at::Tensor& x_in, const at::Tensor& alpha_in) {
-    check_edge_backward_inputs(grad_y_in, x_in, alpha_in);
+  BackwardCall(const at::Tensor& grad_y_in, const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
+    check_edge_backward_inputs(grad_y_in, x_in, alpha_in, eps);
     grad_y = grad_y_in.contiguous();
     x = x_in.contiguous();
     alpha = alpha_in.contiguous();

@@ -3,10 +3,19 @@ python backend and the fake kernels that torch.compile traces with."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
-def check_edge_inputs(x: torch.Tensor, alpha: torch.Tensor) -> None:
+def check_eps(eps: float) -> None:
+    """eps keeps the magnitude's square root away from 0 on flat regions (docs/edge-op.md)."""
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"edge_enhance: eps must be a positive finite number, got {eps}; the default is 1e-6")
+
+
+def check_edge_inputs(x: torch.Tensor, alpha: torch.Tensor, eps: float) -> None:
+    check_eps(eps)
     if x.dim() not in (4, 5):
         raise ValueError(
             "edge_enhance: x must have shape (N, C, H, W) or (N, C, D, H, W), got "
@@ -30,8 +39,8 @@ def check_edge_inputs(x: torch.Tensor, alpha: torch.Tensor) -> None:
         raise ValueError(f"edge_enhance: alpha must be on the device of x ({x.device}), got {alpha.device}")
 
 
-def check_edge_backward_inputs(grad_y: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor) -> None:
-    check_edge_inputs(x, alpha)
+def check_edge_backward_inputs(grad_y: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor, eps: float) -> None:
+    check_edge_inputs(x, alpha, eps)
     if grad_y.shape != x.shape or grad_y.dtype != x.dtype or grad_y.device != x.device:
         raise ValueError(
             "edge_enhance_backward: grad_y must match x in shape, dtype and device "

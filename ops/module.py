@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_eps
 from .functional import check_backend_name, compiled_available, edge_enhance, load_compiled
 
 
@@ -20,6 +21,7 @@ class EdgeEnhance(nn.Module):
         if channels < 1:
             raise ValueError(f"EdgeEnhance: channels must be a positive integer, got {channels}")
         check_backend_name(backend)
+        check_eps(eps)
         self.backend = backend
         self.eps = float(eps)
         self.alpha = nn.Parameter(torch.full((channels,), float(alpha_init)))

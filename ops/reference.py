@@ -49,7 +49,7 @@ def edge_magnitude(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 def edge_enhance_reference(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    check_edge_inputs(x, alpha)
+    check_edge_inputs(x, alpha, eps)
     gain = alpha.view(1, -1, *([1] * (x.dim() - 2)))
     if x.numel() == 0:  # replicate padding rejects empty tensors; the result is empty anyway
         return (x + gain * torch.zeros_like(x)).contiguous()

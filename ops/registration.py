@@ -18,14 +18,14 @@ _registered = False
 
 
 def _fake_edge_enhance(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    check_edge_inputs(x, alpha)
+    check_edge_inputs(x, alpha, eps)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _fake_edge_enhance_backward(
     grad_y: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    check_edge_backward_inputs(grad_y, x, alpha)
+    check_edge_backward_inputs(grad_y, x, alpha, eps)
     return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(alpha)
 
 

@@ -379,7 +379,7 @@ void for_each_slab_range(const Extent& e, const Frame<NDIM>& f, int ranges, bool
 
 at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
   TORCH_CHECK(x_in.device().is_cpu(), "edge_enhance (CPU kernel): x must be a CPU tensor");
-  const ForwardCall call(x_in, alpha_in);
+  const ForwardCall call(x_in, alpha_in, eps);
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
   const Extent e = extent_of(x);
@@ -407,7 +407,7 @@ at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, 
 std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& grad_y_in, const at::Tensor& x_in,
                                                              const at::Tensor& alpha_in, double eps) {
   TORCH_CHECK(x_in.device().is_cpu(), "edge_enhance_backward (CPU kernel): x must be a CPU tensor");
-  const BackwardCall call(grad_y_in, x_in, alpha_in);
+  const BackwardCall call(grad_y_in, x_in, alpha_in, eps);
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x;
   if (call.empty()) return call.result();
   const Extent e = extent_of(x);

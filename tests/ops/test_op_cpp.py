@@ -163,6 +163,21 @@ def test_bad_inputs_raise_a_clear_error(backend, make, message):
         ops.edge_enhance(x, alpha, backend=backend)
 
 
+@pytest.mark.parametrize("eps", [0.0, -1e-6, float("nan"), float("inf")], ids=str)
+def test_eps_must_be_positive_and_finite(eps):
+    """Every entry point: 0 or less, NaN or inf would give inf / NaN gradients on flat regions."""
+    x, alpha, grad_y = random_inputs((1, 2, 3, 4))
+    message = r"eps must be a positive finite number, got .*; the default is 1e-6"
+    for backend in ("python", "cpp"):
+        with pytest.raises((RuntimeError, ValueError), match=message):
+            ops.edge_enhance(x, alpha, eps, backend=backend)
+    for op in (torch.ops.segnet_ops.edge_enhance_backward, torch.ops.segnet_ops._emulated_cuda_edge_enhance_backward):
+        with pytest.raises(RuntimeError, match=message):
+            op(grad_y, x, alpha, eps)
+    with pytest.raises(ValueError, match=message):
+        ops.EdgeEnhance(2, eps=eps)
+
+
 def test_bad_grad_y_is_rejected_by_the_backward_op():
     x, alpha, _ = random_inputs((1, 2, 3, 4))
     with pytest.raises(RuntimeError, match="grad_y must have the shape of x"):
