@@ -54,48 +54,4 @@ SEGNET_HD T adjoint_scale(T alpha, T grad_y, T m) {
   return alpha * grad_y / m;
 }
 
-// sqrt(s) and 1 / sqrt(s) for the magnitude's argument s >= 0. On the GPU, float32 uses the
-// special-function unit's approximations, one instruction each (relative error about 2^-22, far
-// inside the op's float32 tolerance; subnormal s, far below N^2 eps, count as 0; a correctly
-// rounded sqrtf costs a dozen instructions and a slow path); float64 refines the hardware's approximation (sqrt as s * rsqrt(s)); the host uses
-// the library.
-SEGNET_HD float fast_rsqrt(float s) {
-#if defined(__CUDA_ARCH__)
-  float root;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(root) : "f"(s));
-  return root;
-#else
-  return 1.0f / std::sqrt(s);
-#endif
-}
-SEGNET_HD double fast_rsqrt(double s) {
-#if defined(__CUDA_ARCH__)
-  // The hardware's approximation, then two Newton steps (each doubles the correct bits): the
-  // library's rsqrt would add a slow-path call inside the loop.
-  double r;
-  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(s));
-  r = r * (1.5 - 0.5 * s * r * r);
-  return r * (1.5 - 0.5 * s * r * r);
-#else
-  return 1.0 / std::sqrt(s);
-#endif
-}
-
-SEGNET_HD float fast_sqrt(float s) {
-#if defined(__CUDA_ARCH__)
-  float root;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(root) : "f"(s));
-  return root;
-#else
-  return std::sqrt(s);
-#endif
-}
-SEGNET_HD double fast_sqrt(double s) {
-#if defined(__CUDA_ARCH__)
-  return s > 0.0 && s < INFINITY ? s * fast_rsqrt(s) : s;  // sqrt's slow path is a call inside the loop
-#else
-  return std::sqrt(s);
-#endif
-}
-
 }  // namespace segnet

@@ -1,43 +1,63 @@
-// Host emulation of the CUDA kernels: the march of csrc/march/ run unit by unit, all lanes of a
-// unit in lockstep (HostLanes: every exchange is a shuffle, every barrier a barrier), with the
-// geometry and the kernel instantiation chosen by the same code as the CUDA launcher. Registered
-// as test-only ops; nothing in the product calls them.
+// Host emulation of the CUDA kernels: the launch of csrc/march/ run block by block through the
+// kernels' entry, the lanes of a warp in lockstep (HostLanes: every exchange is a shuffle), the
+// warps of a unit as fibers that meet at each barrier in changing orders (WarpFibers), the
+// device's square roots as the device computes them (device_math.h), with the geometry and the
+// kernel instantiation chosen by the same code as the CUDA launcher. Registered as test-only ops;
+// nothing in the product calls them.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "../checks.h"
 #include "../march/backward.h"
 #include "../march/channel_sum.h"
 #include "../march/forward.h"
+#include "../march/entry.h"
 #include "../march/launch.h"
+#include "warp_fibers.h"
 
 namespace segnet {
 namespace {
 
-// Runs march(group) for every unit, units spread over host threads; make_lane(site) builds the
-// state of one lane (what one GPU thread holds).
+// Runs the launch on the host: every block, every thread of it placed by the kernels' own entry
+// (thread_place; threads past the last unit leave), the lanes of each unit built by
+// make_lane(site) (what one GPU thread holds), then march(group, unit) for each warp of the unit
+// as a fiber (WarpFibers), with the unit's shared memory poisoned with NaN. Blocks are spread
+// over host threads.
 template <typename acc_t, typename MakeLane, typename March>
-void for_each_unit(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
-  const int count = g.unit_warps * kWarpLanes;
-  at::parallel_for(0, g.units, 1, [&](int64_t begin, int64_t end) {
+void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
+  using Lane = decltype(make_lane(lane_site(g, 0, 0)));
+  at::parallel_for(0, g.blocks, 1, [&](int64_t begin, int64_t end) {
+    WarpFibers fibers;
     std::vector<acc_t> shared(g.shared_bytes / sizeof(acc_t));
-    for (int64_t unit = begin; unit < end; ++unit) {
-      using Lane = decltype(make_lane(lane_site(g, unit, 0)));
-      std::vector<Lane> lanes;
-      lanes.reserve(count);
-      for (int t = 0; t < count; ++t) lanes.push_back(make_lane(lane_site(g, unit, t)));
-      HostLanes<Lane, acc_t> group{lanes.data(), count, shared.data()};
-      march(group, lanes.front().site);
+    for (int64_t block = begin; block < end; ++block) {
+      std::vector<std::vector<Lane>> units(g.threads / (g.unit_warps * kWarpLanes));
+      const int64_t first_unit = thread_place(g, block, 0).unit;
+      for (int thread = 0; thread < g.threads; ++thread) {
+        const ThreadPlace at = thread_place(g, block, thread);
+        if (at.unit >= g.units) continue;  // the kernel's early return
+        units[at.unit - first_unit].push_back(make_lane(lane_site(g, at.unit, at.thread)));
+      }
+      for (std::vector<Lane>& lanes : units) {
+        if (lanes.empty()) continue;
+        std::fill(shared.begin(), shared.end(), std::numeric_limits<acc_t>::quiet_NaN());
+        fibers.run(g.unit_warps, [&](int warp, const std::function<void()>& wait_at_barrier) {
+          HostLanes<Lane, acc_t> group{lanes.data() + warp * kWarpLanes, shared.data(), wait_at_barrier};
+          march(group, first_unit + (&lanes - units.data()));
+        });
+      }
     }
   });
 }
 
 at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  const ForwardCall call(x_in, alpha_in);
+  const ForwardCall call(x_in, alpha_in, eps);
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_forward", [&] {
@@ -50,12 +70,12 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
       const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
       with_vector(g.vector, [&](auto vector) {
         using Lane = ForwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
-        for_each_unit<acc_t>(
+        run_launch<acc_t>(
             g,
             [&](const LaneSite& s) {
-              return Lane(g, s, xp, yp, static_cast<acc_t>(ap[s.channel]), static_cast<acc_t>(eps));
+              return Lane(g, s, xp, yp, static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
             },
-            [&](auto& group, const LaneSite& s) { forward_march<NDIM>(group, s.begin, s.end); });
+            [&](auto& group, int64_t) { forward_march<NDIM>(group, group.lanes[0].site.begin, group.lanes[0].site.end); });
       });
     });
   });
@@ -64,7 +84,7 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
 
 std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in, const at::Tensor& x_in,
                                                      const at::Tensor& alpha_in, double eps) {
-  const BackwardCall call(grad_y_in, x_in, alpha_in);
+  const BackwardCall call(grad_y_in, x_in, alpha_in, eps);
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
   if (call.empty()) return call.result();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_backward", [&] {
@@ -79,13 +99,15 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
       std::vector<acc_t> partials(g.planes * g.warps_per_plane());
       with_vector(g.vector, [&](auto vector) {
         using Lane = BackwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
-        for_each_unit<acc_t>(
+        run_launch<acc_t>(
             g,
             [&](const LaneSite& s) {
-              return Lane(g, s, gp, xp, gxp, static_cast<acc_t>(ap[s.channel]), static_cast<acc_t>(eps));
+              return Lane(g, s, gp, xp, gxp, static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
             },
-            [&](auto& group, const LaneSite& s) {
-              backward_march<NDIM>(group, s.begin, s.end, g.outer, g.middle, g.unit_warps, partials.data());
+            [&](auto& group, int64_t unit) {
+              const Lane& first = group.lanes[0];
+              backward_march<NDIM>(group, first.site.begin, first.site.end, g.outer, g.middle, g.unit_warps);
+              partials[partial_slot(g, unit, first.site.warp)] = first.grad_alpha_share();
             });
       });
       // Second pass: one block per channel, its threads and tree reduction emulated in order.
@@ -104,6 +126,32 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
   return call.result();
 }
 
+// The launch geometry of the kernel for a tensor of `shape` and `dtype` (aligned data), for
+// scripts/kernel_report.py: the numbers its model needs, in this order.
+std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward) {
+  TORCH_CHECK(shape.size() == 4 || shape.size() == 5, "_march_launch: shape must be (N, C, H, W) or (N, C, D, H, W)");
+  const at::Tensor meta = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kMeta));
+  std::vector<int64_t> out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "march_launch", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    with_ndim(meta, [&](auto ndim) {
+      constexpr int NDIM = decltype(ndim)::value;
+      const Extent e = extent_of(meta);
+      const auto launch = [&](auto pass) {
+        constexpr Pass PASS = decltype(pass)::value;
+        constexpr int S = strip_width<NDIM, PASS, scalar_t>();
+        const MarchGeometry g = make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(acc_t), true);
+        const int64_t lane_stride = (shared_word(0, 0, 0, 1, S) - shared_word(0, 0, 0, 0, S)) * int64_t(sizeof(acc_t));
+        out = {g.outer, g.middle, g.inner, g.strip, g.spans, g.rows_per_unit, g.row_groups, g.segment, g.segments,
+               g.unit_warps, g.units, g.blocks, g.threads, int64_t(g.shared_bytes), lane_stride};
+      };
+      if (backward) launch(std::integral_constant<Pass, Pass::kBackward>{});
+      else launch(std::integral_constant<Pass, Pass::kForward>{});
+    });
+  });
+  return out;
+}
+
 }  // namespace
 }  // namespace segnet
 
@@ -111,6 +159,7 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
 TORCH_LIBRARY_FRAGMENT(segnet_ops, m) {
   m.def("_emulated_cuda_edge_enhance(Tensor x, Tensor alpha, float eps=1e-06) -> Tensor");
   m.def("_emulated_cuda_edge_enhance_backward(Tensor grad_y, Tensor x, Tensor alpha, float eps) -> (Tensor, Tensor)");
+  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward) -> int[]", &segnet::march_launch);
 }
 
 TORCH_LIBRARY_IMPL(segnet_ops, CPU, m) {

@@ -10,6 +10,7 @@
 #include "../checks.h"
 #include "../march/backward.h"
 #include "../march/channel_sum.h"
+#include "../march/entry.h"
 #include "../march/forward.h"
 #include "../march/launch.h"
 
@@ -22,42 +23,33 @@ __device__ acc_t* shared_memory() {
   return reinterpret_cast<acc_t*>(shared_raw);
 }
 
-// The unit and the lane within it of this thread; whole units leave together.
-struct ThreadPlace {
-  int64_t unit;
-  int thread;
-};
-
-__device__ __forceinline__ ThreadPlace thread_place(const MarchGeometry& g) {
-  const int unit_threads = g.unit_warps * kWarpLanes;
-  const int units_per_block = blockDim.x / unit_threads;
-  return {int64_t(blockIdx.x) * units_per_block + threadIdx.x / unit_threads, int(threadIdx.x % unit_threads)};
-}
-
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
-__global__ void __launch_bounds__(kThreadsPerBlock)
+__global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kForward>())
     forward_kernel(MarchGeometry g, const scalar_t* __restrict__ x, const scalar_t* __restrict__ alpha,
-                   scalar_t* __restrict__ y, acc_t eps) {
-  const ThreadPlace at = thread_place(g);
+                   scalar_t* __restrict__ y, acc_t eps_times_norm2) {
+  const ThreadPlace at = thread_place(g, blockIdx.x, threadIdx.x);
   if (at.unit >= g.units) return;
   const LaneSite site = lane_site(g, at.unit, at.thread);
-  ForwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, x, y, static_cast<acc_t>(alpha[site.channel]), eps);
+  ForwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, x, y, static_cast<acc_t>(alpha[site.channel]),
+                                                 eps_times_norm2);
   DeviceLanes<decltype(lane), acc_t> group{lane, nullptr};
   forward_march<NDIM>(group, site.begin, site.end);
 }
 
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
-__global__ void __launch_bounds__(kThreadsPerBlock)
+__global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kBackward>())
     backward_kernel(MarchGeometry g, const scalar_t* __restrict__ grad_y, const scalar_t* __restrict__ x,
                     const scalar_t* __restrict__ alpha, scalar_t* __restrict__ grad_x, acc_t* __restrict__ partials,
-                    acc_t eps) {
-  const ThreadPlace at = thread_place(g);
+                    acc_t eps_times_norm2) {
+  const ThreadPlace at = thread_place(g, blockIdx.x, threadIdx.x);
   if (at.unit >= g.units) return;
   const LaneSite site = lane_site(g, at.unit, at.thread);
   BackwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, grad_y, x, grad_x,
-                                                   static_cast<acc_t>(alpha[site.channel]), eps);
+                                                   static_cast<acc_t>(alpha[site.channel]), eps_times_norm2);
   DeviceLanes<decltype(lane), acc_t> group{lane, shared_memory<acc_t>()};
-  backward_march<NDIM>(group, site.begin, site.end, g.outer, g.middle, g.unit_warps, partials);
+  backward_march<NDIM>(group, site.begin, site.end, g.outer, g.middle, g.unit_warps);
+  const ThreadPlace again = thread_place(g, blockIdx.x, threadIdx.x);  // recomputed: no register holds it through the march
+  if (again.thread % kWarpLanes == 0) partials[partial_slot(g, again.unit, again.thread / kWarpLanes)] = lane.grad_alpha_share();
 }
 
 template <typename scalar_t, typename acc_t>
@@ -80,7 +72,7 @@ void check_cuda_input(const at::Tensor& x) {
 at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
   check_cuda_input(x_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const ForwardCall call(x_in, alpha_in);  // also checks that alpha is on x's device
+  const ForwardCall call(x_in, alpha_in, eps);  // also checks that alpha is on x's device
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -92,7 +84,7 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
       with_vector(g.vector, [&](auto vector) {
         forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, 0, stream>>>(
             g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
-            static_cast<acc_t>(eps));
+            march_eps<acc_t>(NDIM, eps));
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
     });
@@ -104,7 +96,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
                                                               const at::Tensor& alpha_in, double eps) {
   check_cuda_input(x_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const BackwardCall call(grad_y_in, x_in, alpha_in);  // also checks that all tensors share x's device
+  const BackwardCall call(grad_y_in, x_in, alpha_in, eps);  // also checks that all tensors share x's device
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
   if (call.empty()) return call.result();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -117,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
       with_vector(g.vector, [&](auto vector) {
         backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, g.shared_bytes, stream>>>(
             g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
-            gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), static_cast<acc_t>(eps));
+            gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps));
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
       channel_sum_kernel<scalar_t, acc_t><<<g.channels, kSumThreads, 0, stream>>>(

@@ -14,7 +14,7 @@
 //     along the march:        grad_x[p] = grad_y[p] + P[p-1] - P[p+1] + Q[p-1] + 2 Q[p] + Q[p+1]
 // A step computes v, P and Q at plane p and completes grad_x at plane p - 1, so grad_y is read
 // once and x once (plus the halo). In 3D the rows above and below a lane belong to other warps:
-// a unit is kBackwardRows + 2 warps on consecutive rows, which trade u through shared memory.
+// a unit is backward_rows() + 2 warps on consecutive rows, which trade u through shared memory.
 #pragma once
 
 #include "window.h"
@@ -36,8 +36,8 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   acc_t pending[S];  // grad_x at plane p - 1 but for its P[p] and Q[p] terms
 
   SEGNET_HD BackwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* grad_y_all,
-                         const scalar_t* x_all, scalar_t* grad_x_all, acc_t alpha, acc_t eps)
-      : Base(g, s, x_all, alpha, eps), grad_y(grad_y_all + s.plane * g.volume()),
+                         const scalar_t* x_all, scalar_t* grad_x_all, acc_t alpha, acc_t eps_times_norm2)
+      : Base(g, s, x_all, alpha, eps_times_norm2), grad_y(grad_y_all + s.plane * g.volume()),
         grad_x(grad_x_all + s.plane * g.volume()) {}
 
   SEGNET_HD const scalar_t* own_row(const scalar_t* vol, int q) const {
@@ -66,6 +66,9 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     h.first[1] = v_inner[0], h.last[1] = v_inner[S - 1];
     if (NDIM == 3) h.first[2] = v_middle[0], h.last[2] = v_middle[S - 1];
   }
+
+  // The warp's share of grad_alpha, after backward_march.
+  SEGNET_HD acc_t grad_alpha_share() const { return this->part / this->kNorm; }
 
   // Samples past the row end hold the ghost of its last sample (a strip that is not whole).
   SEGNET_HD void ghost_past_row_end() {
@@ -103,16 +106,17 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     }
   }
 
-  // 3D: u of this lane's row, for the warps on the rows above and below.
-  SEGNET_HD acc_t* slot(acc_t* shared, int warp, int k) const {
-    return shared + ((warp * 3 + k) * kWarpLanes + this->site.lane) * S;
+  // 3D: u of this lane's row (k = 0, 1, 2: u_outer, u_middle, u_inner), for the warps on the rows
+  // above and below.
+  SEGNET_HD acc_t& shared_at(acc_t* shared, int warp, int k, int i) const {
+    return shared[shared_word(warp, k, i, this->site.lane, S)];
   }
   SEGNET_HD void share(acc_t* shared) const {
 #pragma unroll
     for (int i = 0; i < S; ++i) {
-      slot(shared, this->site.warp, 0)[i] = u_outer[i];
-      slot(shared, this->site.warp, 1)[i] = u_middle[i];
-      slot(shared, this->site.warp, 2)[i] = u_inner[i];
+      shared_at(shared, this->site.warp, 0, i) = u_outer[i];
+      shared_at(shared, this->site.warp, 1, i) = u_middle[i];
+      shared_at(shared, this->site.warp, 2, i) = u_inner[i];
     }
   }
 
@@ -121,13 +125,14 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     const int warp = this->site.warp;
     if (warp == 0 || warp == unit_warps - 1) return;  // halo rows: they only supply u
     const bool top = this->site.row == 0, bottom = this->site.row == middle - 1;
-    const acc_t* above[3] = {slot(shared, warp - 1, 0), slot(shared, warp - 1, 1), slot(shared, warp - 1, 2)};
-    const acc_t* below[3] = {slot(shared, warp + 1, 0), slot(shared, warp + 1, 1), slot(shared, warp + 1, 2)};
 #pragma unroll
     for (int i = 0; i < S; ++i) {
-      const acc_t oa = top ? u_outer[i] : above[0][i], ob = bottom ? u_outer[i] : below[0][i];
-      const acc_t ma = top ? -u_middle[i] : above[1][i], mb = bottom ? -u_middle[i] : below[1][i];
-      const acc_t ia = top ? u_inner[i] : above[2][i], ib = bottom ? u_inner[i] : below[2][i];
+      const acc_t oa = top ? u_outer[i] : shared_at(shared, warp - 1, 0, i);
+      const acc_t ob = bottom ? u_outer[i] : shared_at(shared, warp + 1, 0, i);
+      const acc_t ma = top ? -u_middle[i] : shared_at(shared, warp - 1, 1, i);
+      const acc_t mb = bottom ? -u_middle[i] : shared_at(shared, warp + 1, 1, i);
+      const acc_t ia = top ? u_inner[i] : shared_at(shared, warp - 1, 2, i);
+      const acc_t ib = bottom ? u_inner[i] : shared_at(shared, warp + 1, 2, i);
       p_now[i] = oa + 2 * u_outer[i] + ob;
       q_now[i] = (ma - mb) + (ia + 2 * u_inner[i] + ib);
     }
@@ -161,11 +166,11 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   }
 };
 
-// One unit: grad_x at planes [begin, end) and each warp's partial sum of grad_alpha. v is
-// needed from plane begin - 1 (the adjoint reaches one plane back) to end (one forward).
+// One unit: grad_x at planes [begin, end), and each warp's share of grad_alpha in every lane
+// (grad_alpha_share()). v is needed from plane begin - 1 (the adjoint reaches one plane back) to
+// end (one forward).
 template <int NDIM, class Group>
-SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int middle, int unit_warps,
-                              typename Group::acc_type* partials) {
+SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int middle, int unit_warps) {
   const int first = begin > 0 ? begin - 1 : 0, last = end < outer ? end : outer - 1;
   group.each([&](auto& lane) {
     lane.fetch(first - 1);
@@ -191,9 +196,6 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int m
   }
   if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
   group.reduce_warp_sums();
-  group.each([&](auto& lane) {
-    if (lane.site.lane == 0) partials[lane.site.partial] = lane.part / lane.kNorm;
-  });
 }
 
 }  // namespace segnet

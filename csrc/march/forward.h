@@ -16,8 +16,8 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
   acc_t x_centre[S];  // the lane's own row of the plane whose output is next
 
   SEGNET_HD ForwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, scalar_t* y_all,
-                        acc_t alpha, acc_t eps)
-      : Base(g, s, x_all, alpha, eps), y(y_all + s.plane * g.volume()) {}
+                        acc_t alpha, acc_t eps_times_norm2)
+      : Base(g, s, x_all, alpha, eps_times_norm2), y(y_all + s.plane * g.volume()) {}
 
   SEGNET_HD void keep_centre() {
 #pragma unroll

@@ -19,19 +19,44 @@
 namespace segnet {
 
 constexpr int kWarpLanes = 32;
-constexpr int kBackwardRows = 6;          // 3D backward: output rows per unit (plus one halo row each side)
-constexpr int kMinSegment = 8;            // outer positions a unit marches over, at least
-constexpr int64_t kTargetUnits = 1 << 14;  // enough warps to fill any GPU a few times over
-constexpr int kThreadsPerBlock = 256;
+constexpr int kMinSegment = 8;             // outer positions a unit marches over, at least
+constexpr int64_t kTargetWarps = 1 << 14;  // warps per launch: an H200 holds about 2,000 at a time
+constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int64_t kMaxUnits = 2147483647;  // units are counted in 32 bits: decoding them needs no 64-bit division
 
 enum class Pass { kForward, kBackward };
+
+// 3D backward: each lane shares u_outer, u_middle and u_inner of its strip with the rows next to
+// it. Shared memory holds, per warp and quantity k, sample i of every lane side by side: the 32
+// lanes of an access touch 32 consecutive words, one per bank (a lane's strip kept together would
+// put 4 lanes on a bank).
+constexpr int kSharedQuantities = 3;
+constexpr SEGNET_HD int shared_word(int warp, int k, int i, int lane, int strip) {
+  return ((warp * kSharedQuantities + k) * strip + i) * kWarpLanes + lane;
+}
 
 // Samples per lane: one 16-byte vector, except in the 3D backward pass, which holds at most
 // four: its window and adjoint state for eight 16-bit samples would not fit in registers.
 template <int NDIM, Pass PASS, typename scalar_t>
 constexpr int strip_width() {
   return NDIM == 3 && PASS == Pass::kBackward && sizeof(scalar_t) < 4 ? 4 : int(16 / sizeof(scalar_t));
+}
+
+// 3D backward: output rows per unit (a unit is the warps that march together), which runs one
+// halo warp more on each side. The halo warps only supply u to their neighbours, so more rows
+// would waste less, but a unit is one block and the register file is allocated to blocks of
+// whole groups of 4 warps: 14 rows (16 warps) cap a lane at 128 registers, where the float32
+// lanes spill; 10 rows (12 warps) leave a third of the register file unused at 128 registers per
+// lane. 6 rows (8 warps) fit two blocks of 128-register lanes per SM.
+constexpr int kBackwardRows = 6;
+
+// Threads of a block: one unit of the 3D backward pass (its warps share memory); otherwise four
+// one-warp units. Small blocks let a kernel whose lanes hold many registers keep as many warps
+// resident as the register file allows (a 256-thread block of 160-register lanes leaves 40% of
+// it unused); the kernels' __launch_bounds__ are this same number.
+constexpr SEGNET_HD int unit_warps(int ndim, Pass pass) { return ndim == 3 && pass == Pass::kBackward ? kBackwardRows + 2 : 1; }
+constexpr SEGNET_HD int block_threads(int ndim, Pass pass) {
+  return unit_warps(ndim, pass) * kWarpLanes * (ndim == 3 && pass == Pass::kBackward ? 1 : 4);
 }
 
 struct MarchGeometry {
@@ -66,7 +91,6 @@ struct LaneSite {
   int w0;           // first inner sample of the lane's strip
   int begin, end;   // outer positions whose outputs the unit owns
   bool owns;        // the lane's strip holds outputs of this unit (some may lie past the row end)
-  int64_t partial;  // where the warp's share of grad_alpha goes (channel-major)
 };
 
 SEGNET_HD LaneSite lane_site(const MarchGeometry& g, unsigned unit, int thread) {
@@ -88,10 +112,18 @@ SEGNET_HD LaneSite lane_site(const MarchGeometry& g, unsigned unit, int thread) 
   const bool row_owned = s.row >= 0 && s.row < g.middle && (!halo_rows || (s.warp >= 1 && s.warp <= g.rows_per_unit));
   const bool lane_owned = (s.lane > 0 || span == 0) && (s.lane < kWarpLanes - 1 || span == g.spans - 1);
   s.owns = row_owned && lane_owned && s.w0 < g.inner;
-  const unsigned n = unsigned(s.plane) / unsigned(g.channels);
   s.channel = int(unsigned(s.plane) % unsigned(g.channels));
-  s.partial = (s.channel * g.batch + n) * g.warps_per_plane() + int64_t(unit % upp) * g.unit_warps + s.warp;
   return s;
+}
+
+// Where warp `warp` of `unit` puts its share of grad_alpha: channel-major, so that the second pass
+// adds each channel's shares in a fixed order. Computed after the march from the launch's
+// constants, so that no register holds it through the march.
+SEGNET_HD int64_t partial_slot(const MarchGeometry& g, unsigned unit, int warp) {
+  const unsigned upp = unsigned(g.units_per_plane());
+  const unsigned plane = unit / upp;
+  const unsigned n = plane / unsigned(g.channels), channel = plane % unsigned(g.channels);
+  return (int64_t(channel) * g.batch + n) * g.warps_per_plane() + int64_t(unit % upp) * g.unit_warps + warp;
 }
 
 // `aligned`: the data pointers allow whole-vector loads (16 bytes in 2D, strip * element in 3D).
@@ -111,20 +143,22 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   g.spans = g.inner <= span_width ? 1 : 1 + (g.inner - span_width + g.span_stride - 1) / g.span_stride;
   const bool shared_rows = ndim == 3 && pass == Pass::kBackward;
   g.rows_per_unit = shared_rows ? kBackwardRows : 1;
-  g.unit_warps = shared_rows ? kBackwardRows + 2 : 1;
+  g.unit_warps = unit_warps(ndim, pass);
   g.row_groups = (g.middle + g.rows_per_unit - 1) / g.rows_per_unit;
-  // Segments as long as they can be while the launch still has kTargetUnits units.
+  // Segments as long as they can be while the launch still has kTargetWarps warps: each
+  // segment re-reads the planes around its ends.
   const int64_t across = planes * g.spans * g.row_groups;
-  const int64_t wanted = (kTargetUnits + across - 1) / across;
+  const int64_t target_units = kTargetWarps / g.unit_warps;
+  const int64_t wanted = (target_units + across - 1) / across;
   const int64_t length = (g.outer + wanted - 1) / wanted;
   g.segment = int(length < kMinSegment ? kMinSegment : length);
   g.segments = (g.outer + g.segment - 1) / g.segment;
   g.units = planes * g.units_per_plane();
-  g.threads = shared_rows ? g.unit_warps * kWarpLanes : kThreadsPerBlock;
+  g.threads = block_threads(ndim, pass);
   const int64_t units_per_block = g.threads / (g.unit_warps * kWarpLanes);
   g.blocks = (g.units + units_per_block - 1) / units_per_block;
   g.vector = aligned && g.inner % strip == 0;
-  g.shared_bytes = shared_rows ? size_t(g.unit_warps) * 3 * kWarpLanes * strip * acc_bytes : 0;
+  g.shared_bytes = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
   return g;
 }
 

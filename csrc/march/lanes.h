@@ -6,9 +6,14 @@
 //   barrier()          all warps of the unit reach this point (3D backward only),
 //   reduce_warp_sums() each warp's lane sums added up, the total in every lane (a butterfly).
 // On the GPU, DeviceLanes is one thread: its state lives in registers and the exchanges are
-// shuffles. On the host, HostLanes holds the state of every lane of the unit and runs each
-// operation for all of them before the next, so shuffles and barriers are emulated exactly.
+// shuffles. On the host, HostLanes is one warp: it holds the state of its 32 lanes and runs each
+// operation for all of them before the next (a warp's lanes run in lockstep, so shuffles are
+// emulated exactly); the warps of a unit run as separate fibers that meet at each barrier, in an
+// order that changes from barrier to barrier (csrc/cpu/warp_fibers.h), so that a missing barrier
+// shows as a wrong result rather than passing by luck of the emulation's order.
 #pragma once
+
+#include <functional>
 
 #include "../edge_stencil.h"
 #include "geometry.h"
@@ -52,35 +57,31 @@ struct DeviceLanes {
 template <class Lane, typename acc_t>
 struct HostLanes {
   using acc_type = acc_t;
-  Lane* lanes;
-  int count;  // unit_warps * 32
+  Lane* lanes;  // the warp's 32 lanes
   acc_t* shared;
+  std::function<void()> wait_at_barrier;  // hands over to the other warps of the unit
 
   template <class F>
   void each(F&& f) {
-    for (int i = 0; i < count; ++i) f(lanes[i]);
+    for (int i = 0; i < kWarpLanes; ++i) f(lanes[i]);
   }
   // A shuffle reads every lane's value before any lane writes; the first lane of a warp gets
   // its own last sample, the last lane its own first one (as __shfl_up/down_sync do).
   template <int K>
   void exchange() {
-    for (int i = 0; i < count; ++i) {
-      const int lane = i % kWarpLanes;
+    for (int i = 0; i < kWarpLanes; ++i) {
       for (int k = 0; k < K; ++k) {
-        lanes[i].halo.left[k] = lanes[lane > 0 ? i - 1 : i].halo.last[k];
-        lanes[i].halo.right[k] = lanes[lane < kWarpLanes - 1 ? i + 1 : i].halo.first[k];
+        lanes[i].halo.left[k] = lanes[i > 0 ? i - 1 : i].halo.last[k];
+        lanes[i].halo.right[k] = lanes[i < kWarpLanes - 1 ? i + 1 : i].halo.first[k];
       }
     }
   }
-  void barrier() {}
+  void barrier() { wait_at_barrier(); }
   void reduce_warp_sums() {
-    for (int warp = 0; warp < count; warp += kWarpLanes) {
-      Lane* w = lanes + warp;
-      for (int mask = kWarpLanes / 2; mask > 0; mask /= 2) {
-        acc_t next[kWarpLanes];
-        for (int l = 0; l < kWarpLanes; ++l) next[l] = w[l].part + w[l ^ mask].part;
-        for (int l = 0; l < kWarpLanes; ++l) w[l].part = next[l];
-      }
+    for (int mask = kWarpLanes / 2; mask > 0; mask /= 2) {
+      acc_t next[kWarpLanes];
+      for (int l = 0; l < kWarpLanes; ++l) next[l] = lanes[l].part + lanes[l ^ mask].part;
+      for (int l = 0; l < kWarpLanes; ++l) lanes[l].part = next[l];
     }
   }
 };

@@ -11,6 +11,7 @@
 // first and last lanes of a row replicate their own end samples.
 #pragma once
 
+#include "device_math.h"
 #include "geometry.h"
 #include "lanes.h"
 #include "strip.h"
@@ -95,9 +96,10 @@ struct MarchLane {
   SobelWindow<NDIM, S, acc_t> window{};
   acc_t alpha_over_norm, eps_times_norm2;  // the op's constants with the normalization folded in
 
-  SEGNET_HD MarchLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, acc_t alpha, acc_t eps)
+  SEGNET_HD MarchLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, acc_t alpha,
+                       acc_t eps_times_norm2)
       : site(s), outer(g.outer), inner(g.inner), plane_stride(int64_t(g.middle) * g.inner),
-        alpha_over_norm(alpha / kNorm), eps_times_norm2(eps * kNorm * kNorm) {
+        alpha_over_norm(alpha / kNorm), eps_times_norm2(eps_times_norm2) {
 #pragma unroll
     for (int r = 0; r < R; ++r) row_offset[r] = int64_t(clamp_index(s.row + r - R / 2, g.middle)) * g.inner;
     row_start = s.w0 == 0;

@@ -103,6 +103,21 @@ def test_emulated_kernels_in_half_types_accumulate_in_float(dtype):
     assert relative_error(grad_alpha, expected) <= torch.finfo(dtype).eps
 
 
+@pytest.mark.parametrize("shape", [(1, 2, 6, 40), (1, 2, 4, 6, 24)], ids=shape_id)
+def test_emulated_kernels_stay_finite_with_a_subnormal_eps(shape):
+    """The device's square roots flush a subnormal argument to 0 (device_math.h, emulated here):
+    on a flat region s = N^2 eps, and with eps = 1e-44 that is subnormal in float32, so
+    1 / sqrt(s) would be inf and grad_x NaN where the reference is finite (g = 0 there). The
+    march floors N^2 eps at the smallest normal float."""
+    x = torch.full(shape, 0.5, dtype=torch.float32)
+    x[..., 0] = 1.0  # one edge, the rest flat
+    _, alpha, grad_y = random_inputs(shape, dtype=torch.float32)
+    expected = reference_with_grads(x.double(), alpha.double(), grad_y.double(), eps=1e-44)
+    got = emulated(x, alpha, grad_y, eps=1e-44)
+    assert all(torch.isfinite(t).all() for t in got)
+    assert_matches(got, expected, 1e-5, dtype=torch.float32)
+
+
 def test_emulated_kernels_agree_with_the_cpu_kernels_in_float32():
     x, alpha, grad_y = random_inputs((2, 4, 19, 45), dtype=torch.float32)
     cpu_y = torch.ops.segnet_ops.edge_enhance(x, alpha, 1e-6)
