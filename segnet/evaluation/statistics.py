@@ -30,6 +30,7 @@ HIGHER_IS_BETTER = {"Dice": True, "IoU": True, "NSD": True, "HD95": False}
 Key = tuple[Hashable, ...]  # (fold, seed, case, class) within one variant, or a projection of it
 
 MAX_LISTED = 5  # missing pairs named in an error; the rest are counted
+MIN_CASES = 5  # fewer cases give no verdict: a bootstrap over 2 to 4 values is their range, not an interval
 
 
 def higher_is_better(metric: str) -> bool:
@@ -234,9 +235,12 @@ def minimum_detectable_difference(differences: Sequence[float], confidence: floa
     return float(z * np.std(values, ddof=1) / math.sqrt(values.size))
 
 
-def verdict(ci: tuple[float, float], metric: str, detectable: float) -> str:
+def verdict(ci: tuple[float, float], metric: str, detectable: float, n_cases: int = MIN_CASES) -> str:
     """The call a reader acts on: better or worse only when the interval excludes zero (the direction
-    by the metric), else no difference found, with the difference the sweep could have detected."""
+    by the metric) over at least MIN_CASES cases, else no difference found, with the difference the
+    sweep could have detected."""
+    if n_cases < MIN_CASES:
+        return f"too few cases for a verdict ({n_cases}; at least {MIN_CASES})"
     low, high = ci
     if low > 0 or high < 0:
         return "better" if (low > 0) == higher_is_better(metric) else "worse"
@@ -262,6 +266,7 @@ def compare(
     for (variant, per_case), p, adjusted in zip(differences.items(), p_values, holm(p_values), strict=True):
         values = list(per_case.values())
         ci = bootstrap_ci(values, confidence, resamples, seed)
+        detectable = minimum_detectable_difference(values, confidence, power) if len(values) > 1 else math.nan
         rows.append({
             "variant": variant,
             "n_cases": len(values),
@@ -271,6 +276,6 @@ def compare(
             "ci_high": ci[1],
             "p_wilcoxon": p,
             "p_holm": adjusted,
-            "verdict": verdict(ci, metric, minimum_detectable_difference(values, confidence, power)),
+            "verdict": verdict(ci, metric, detectable, len(values)),
         })
     return rows

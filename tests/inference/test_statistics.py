@@ -225,3 +225,13 @@ def test_agreement_within_the_seed_spread():
     (one_seed,) = agreement([r for r in rows if r["seed"] == 0 and r["variant"] in ("baseline", "moved")],
                             "baseline", tolerance=1.0)
     assert one_seed["basis"] == "tolerance" and one_seed["seed_spread"] == 1.0 and one_seed["agrees"]
+
+
+def test_a_handful_of_cases_gets_no_verdict_however_far_from_zero():
+    rows = [r for r in sweep() if r["metric"] == "Dice" and r["variant"] in ("baseline", "edge")
+            and r["case"] in ("case_00", "case_01", "case_02", "case_03")]
+    (edge,) = compare(rows, "baseline", "Dice")
+    assert edge["n_cases"] == 4 and edge["ci_low"] > 0
+    assert edge["verdict"] == "too few cases for a verdict (4; at least 5)"
+    (single,) = compare([r for r in rows if r["case"] == "case_00"], "baseline", "Dice")
+    assert single["verdict"].startswith("too few cases")
