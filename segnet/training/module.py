@@ -75,7 +75,8 @@ class SegmentationModule(L.LightningModule):
         self.loss = SegmentationLoss(self.ignore_label)
         dims = data["spatial_dims"]
         # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
-        self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims])
+        no_affine = {} if data.get("affine_augmentation", True) else {"affine": 0.0}  # data.affine_augmentation=false
+        self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims], probs=no_affine)
                              if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
         self._val_scores: dict[str, CaseScores] = {}  # case name -> its scores, this rank's cases
