@@ -9,6 +9,8 @@ is none), the penalty given by the caller, in evaluation the image's diagonal in
 voxels of the image are farther apart), so that missing a structure never improves mean HD95.
 NSD is MONAI's normalized surface Dice at a tolerance in mm: the share of both boundaries within
 the tolerance of the other (NaN in neither, 0 on one side only).
+The boundary metrics of a case come from surface_scores, the one place evaluation and validation
+take them from (the same penalty and NSD tolerance in both).
 Voxels of the ignore label are background on both sides for every metric, and not counted as TN.
 """
 
@@ -21,6 +23,8 @@ import numpy as np
 import torch
 from monai.metrics import compute_dice, compute_hausdorff_distance, compute_surface_dice
 from monai.networks.utils import one_hot
+
+NSD_TOLERANCE_MM = 1.0  # the normalized surface Dice's boundary tolerance, in evaluation and validation
 
 
 def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classes: int) -> list[float]:
@@ -67,6 +71,19 @@ def nsd_per_class(
         spacing=list(spacing) if spacing else None,
     )[0]
     return [float(v) for v in scores.tolist()]
+
+
+def surface_scores(
+    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, spacing: Sequence[float],
+    nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
+) -> tuple[list[float], list[float]]:
+    """(HD95, NSD) of classes 1..num_classes-1 between two spatial label maps on a grid of this
+    spacing (mm), as evaluation reports them: a class on one side only gets the image's diagonal as
+    its HD95 (diagonal_mm) and 0 NSD."""
+    spacing = [float(s) for s in spacing]
+    hd95 = hd95_per_class(prediction, reference, num_classes, spacing,
+                          one_sided=diagonal_mm(reference.shape, spacing))
+    return hd95, nsd_per_class(prediction, reference, num_classes, nsd_tolerance_mm, spacing)
 
 
 def drop_ignored(prediction, reference, ignore_label: int | None):

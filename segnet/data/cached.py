@@ -92,7 +92,8 @@ class CropDataset(Dataset):
 
 
 class VolumeDataset(Dataset):
-    """Whole preprocessed volumes for validation: {"image", "label" (int64), "name"}."""
+    """Whole preprocessed volumes for validation: {"image", "label" (int64), "name", "spacing" (mm,
+    float64, of the preprocessed grid: what validation's distances are measured in)}."""
 
     def __init__(self, entries: Sequence[PreprocessedCase]):
         self.entries = list(entries)
@@ -103,4 +104,5 @@ class VolumeDataset(Dataset):
     def __getitem__(self, index: int) -> dict:
         entry = self.entries[index]
         return {"image": torch.from_numpy(entry.image(mmap=False)),
-                "label": torch.from_numpy(entry.label(mmap=False).astype(np.int64)), "name": entry.name}
+                "label": torch.from_numpy(entry.label(mmap=False).astype(np.int64)), "name": entry.name,
+                "spacing": torch.tensor(entry.properties()["spacing"], dtype=torch.float64)}

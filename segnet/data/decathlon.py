@@ -44,7 +44,8 @@ class DecathlonDataModule(L.LightningDataModule):
         num_folds: int = 5, split_seed: int = 12345, samples_per_volume: int = 2, batch_size: int = 2,
         cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250,
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
-        preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers", **_: object,
+        preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
+        affine_augmentation: bool = True, **_: object,
     ):
         super().__init__()
         self.description = describe_dataset(str(root))
@@ -63,6 +64,7 @@ class DecathlonDataModule(L.LightningDataModule):
             raise ConfigError("data.augment_on=device reads crops from the preprocessed cache; drop "
                               "data.preprocessed=false, or use data.augment_on=workers")
         self.preprocessed, self.cache_dir, self.augment_on = preprocessed, cache_dir, augment_on
+        self.affine_augmentation = affine_augmentation
         self.prepare_data_per_node = False
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
@@ -91,7 +93,8 @@ class DecathlonDataModule(L.LightningDataModule):
             return
         self.train_set = CacheDataset(
             case_dicts(self.train_cases),
-            train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, **self.geometry),
+            train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, self.affine_augmentation,
+                             **self.geometry),
             cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
         )
         self.val_set = CacheDataset(
@@ -103,7 +106,7 @@ class DecathlonDataModule(L.LightningDataModule):
         """Patches (a 2D patch one slice thick); on the device's turn to augment, with the margin
         its rotations and scalings sample in."""
         patch = list(self.patch_size[:2]) + [1] if self.spatial_dims == 2 else list(self.patch_size)
-        margin, augment = [0, 0, 0], T.Compose(augmentation_transforms(self.spatial_dims))
+        margin, augment = [0, 0, 0], T.Compose(augmentation_transforms(self.spatial_dims, self.affine_augmentation))
         if self.augment_on == "device":
             wider = BatchAugmentation.input_size(patch[: self.spatial_dims], self.spatial_dims)
             margin = [(w - p) // 2 for w, p in zip(wider, patch, strict=False)] + [0] * (3 - len(wider))

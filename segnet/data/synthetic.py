@@ -1,4 +1,6 @@
-"""Built-in synthetic data: MONAI's noisy circles/spheres, deterministic per sample and seed."""
+"""Built-in synthetic data, deterministic per sample and seed: MONAI's noisy circles/spheres
+(difficulty easy), or thin tubes and rings at low contrast with partial volume (difficulty hard,
+2D only: segnet.data.hard)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ import torch
 from monai.data import create_test_image_2d, create_test_image_3d
 from torch.utils.data import DataLoader, Dataset
 
+from segnet.data.hard import hard_image_2d
 from segnet.data.samples import Sample
+from segnet.errors import ConfigError
+
+DIFFICULTIES = ("easy", "hard")
 
 
 class SyntheticSegmentation(Dataset):
@@ -16,7 +22,7 @@ class SyntheticSegmentation(Dataset):
 
     def __init__(
         self, count: int, spatial_dims: int, size: int, num_classes: int, num_objects: int, noise: float,
-        radius: tuple[int, int], seed: int,
+        radius: tuple[int, int], seed: int, difficulty: str = "easy", hard: dict | None = None,
     ):
         self.count = count
         self.spatial_dims = spatial_dims
@@ -26,12 +32,21 @@ class SyntheticSegmentation(Dataset):
         self.noise = noise
         self.radius = radius
         self.seed = seed
+        self.difficulty = difficulty
+        self.hard = dict(hard or {})
+        self._drawn: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # hard images by index, this process's
 
     def __len__(self) -> int:
         return self.count
 
     def __getitem__(self, index: int) -> Sample:
         state = np.random.RandomState((self.seed * 1_000_003 + index) % 2**32)
+        if self.difficulty == "hard":  # drawn once: its supersampled distance maps cost more than a step
+            if index not in self._drawn:
+                self._drawn[index] = hard_image_2d(self.size, state, noise=self.noise, **self.hard)
+            image, label = self._drawn[index]
+            return {"image": torch.from_numpy(image[None]), "label": torch.from_numpy(label[None]),
+                    "name": f"synthetic_{index:04d}"}
         make = create_test_image_2d if self.spatial_dims == 2 else create_test_image_3d
         image, label = make(
             *([self.size] * self.spatial_dims),
@@ -53,12 +68,18 @@ class SyntheticDataModule(L.LightningDataModule):
     def __init__(
         self, spatial_dims: int = 2, image_size: int = 96, num_classes: int = 3, num_train: int = 64,
         num_val: int = 16, num_objects: int = 6, noise: float = 0.4, radius: tuple[int, int] = (6, 18),
-        batch_size: int = 16, num_workers: int = 0, seed: int = 0, **_: object,
+        batch_size: int = 16, num_workers: int = 0, seed: int = 0, difficulty: str = "easy",
+        hard: dict | None = None, **_: object,
     ):
         super().__init__()
+        if difficulty not in DIFFICULTIES:
+            raise ConfigError(f"data.difficulty={difficulty}; use {' or '.join(DIFFICULTIES)}")
+        if difficulty == "hard" and (spatial_dims != 2 or num_classes != 3):
+            raise ConfigError("data.difficulty=hard draws 2D images of 3 classes (background, tube, ring): "
+                              "use data=synthetic2d_hard")
         common = dict(
             spatial_dims=spatial_dims, size=image_size, num_classes=num_classes, num_objects=num_objects,
-            noise=noise, radius=tuple(radius),
+            noise=noise, radius=tuple(radius), difficulty=difficulty, hard=hard,
         )
         # Train and validation draw from disjoint seeds, so validation images are never trained on.
         self.train_set = SyntheticSegmentation(num_train, seed=2 * seed, **common)

@@ -47,7 +47,7 @@ def load_transforms(
 
 
 def train_transforms(
-    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, **geometry,
+    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, affine: bool = True, **geometry,
 ) -> T.Compose:
     crop = list(patch_size[:2]) + [1] if spatial_dims == 2 else list(patch_size)
     steps = load_transforms(with_label=True, **geometry) + [
@@ -60,21 +60,20 @@ def train_transforms(
     ]
     if spatial_dims == 2:
         steps.append(T.SqueezeDimd(keys=list(KEYS), dim=-1))
-    return T.Compose(steps + augmentation_transforms(spatial_dims))
+    return T.Compose(steps + augmentation_transforms(spatial_dims, affine))
 
 
-def augmentation_transforms(spatial_dims: int) -> list:
+def augmentation_transforms(spatial_dims: int, affine: bool = True) -> list:
     """The random part of training, on each crop in the loader's workers (data.augment_on=workers;
-    segnet.data.device_augmentation does the same on the batch, on the device)."""
-    steps = [
-        # nnU-Net's spatial augmentation: rotation (+-15 degrees about every axis) and scaling
-        # (0.85 to 1.15), each crop with probability 0.2; labels by nearest neighbour.
-        T.RandAffined(
-            keys=list(KEYS), prob=0.2, rotate_range=[math.pi / 12] * (1 if spatial_dims == 2 else 3),
-            scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest"), padding_mode="zeros",
-        ),
-        T.EnsureTyped(keys="label", dtype="int64"),
-    ]
+    segnet.data.device_augmentation does the same on the batch, on the device); affine=False
+    (data.affine_augmentation=false, the recipe ablation's no_affine) leaves out the rotation and scaling."""
+    # nnU-Net's spatial augmentation: rotation (+-15 degrees about every axis) and scaling
+    # (0.85 to 1.15), each crop with probability 0.2; labels by nearest neighbour.
+    steps = [T.RandAffined(
+        keys=list(KEYS), prob=0.2, rotate_range=[math.pi / 12] * (1 if spatial_dims == 2 else 3),
+        scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest"), padding_mode="zeros",
+    )] if affine else []
+    steps.append(T.EnsureTyped(keys="label", dtype="int64"))
     steps += [T.RandFlipd(keys=list(KEYS), prob=0.5, spatial_axis=axis) for axis in range(spatial_dims)]
     steps += [
         T.RandScaleIntensityd(keys="image", factors=0.1, prob=0.5),

@@ -1,54 +1,115 @@
-"""A placement ablation's sweep folder (experiment=ablation_placement) as the statistics read it:
-every run's validation Dice per case and class as one tidy table, and what each variant costs.
+"""An ablation's sweep folder as the statistics read it: every run's validation Dice, HD95 and NSD
+per case and class as one tidy table, and what each variant costs.
 
-A run's variant is the conf/variant/ option Hydra chose for it (.hydra/hydra.yaml), its seed and
-fold are in its resolved config, and its scores in metrics.json (val_dice_per_case). A run
-without metrics.json failed, and is named.
+Three kinds of sweep, told apart by the config groups Hydra chose for the runs (.hydra/hydra.yaml):
+- placement (experiment=ablation_placement): the variant is the conf/variant/ option; baseline none.
+- recipe (experiment=ablation_recipe): the variant is the conf/recipe/ option, and runs are grouped
+  by their conf/budget/ option (each budget is compared on its own); baseline plan.
+- backends (experiment=ablation_backends, no such group): the variant is the op backend the run used,
+  "+ compile" where it ran under torch.compile; baseline python (eager).
+A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
+val_hd95_per_case, val_nsd_per_case; a metric the run did not record is left out). A run without
+metrics.json failed, and is named.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from segnet.errors import ConfigError
 
-COSTS = ("parameters", "step_time_ms_median", "peak_memory_mb")
+COSTS = ("parameters", "step_time_ms_median", "samples_per_s", "peak_memory_mb")
+METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case"}
+# kind -> (the config group naming a run's variant, the group naming its comparison group, the baseline)
+KINDS = {"placement": ("variant", None, "none"), "recipe": ("recipe", "budget", "plan"),
+         "backends": (None, None, "python")}
+
+
+@dataclass
+class Sweep:
+    kind: str  # a key of KINDS
+    scores: list[dict[str, Any]] = field(default_factory=list)  # group, variant, fold, seed, case, class, metric, value
+    costs: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)  # (group, variant) -> mean cost
+    failed: list[str] = field(default_factory=list)  # "<run> (<variant>): why"
+    runs: list[dict[str, Any]] = field(default_factory=list)  # folder, group, variant, metrics (None: failed)
+
+    @property
+    def baseline(self) -> str:
+        return KINDS[self.kind][2]
+
+    def groups(self) -> list[str]:
+        return sorted({run["group"] for run in self.runs})
+
+    def in_group(self, group: str) -> list[dict[str, Any]]:
+        return [row for row in self.scores if row["group"] == group]
 
 
 def run_folders(sweep_dir: Path) -> list[Path]:
     return sorted(path.parent.parent for path in Path(sweep_dir).glob("*/.hydra/config.yaml"))
 
 
-def variant_of(run: Path) -> str | None:
-    """The conf/variant/ option of a run; None for a run of another sweep."""
+def choices_of(run: Path) -> dict[str, Any]:
+    """The config group options Hydra chose for a run ({} where it left no hydra.yaml)."""
     hydra_file = run / ".hydra" / "hydra.yaml"
     if not hydra_file.is_file():
-        return None
-    return OmegaConf.load(hydra_file).hydra.runtime.choices.get("variant")
+        return {}
+    return dict(OmegaConf.load(hydra_file).hydra.runtime.choices)
 
 
-def load_sweep(sweep_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]], list[str]]:
-    """(scores: rows of variant, fold, seed, case, class, metric, value; each variant's mean cost;
-    the runs that failed)."""
-    scores, costs, failed = [], defaultdict(lambda: defaultdict(list)), []
-    for run in run_folders(sweep_dir):
-        variant = variant_of(run)
-        if variant is None:
-            raise ConfigError(f"{run} names no variant: pass a sweep of experiment=ablation_placement")
-        if not (run / "metrics.json").is_file():
-            failed.append(f"{run.name} ({variant}): no metrics.json")
+def variant_of(run: Path) -> str | None:
+    """The conf/variant/ option of a run; None for a run of another sweep."""
+    return choices_of(run).get("variant")
+
+
+def kind_of(run: Path) -> str:
+    choices = choices_of(run)
+    return next((kind for kind, (group, _, _) in KINDS.items() if group and choices.get(group) is not None),
+                "backends")
+
+
+def label_of(run: Path, kind: str, config: DictConfig, metrics: dict[str, Any] | None) -> tuple[str, str]:
+    """(group, variant) of a run in a sweep of this kind."""
+    variant_group, group_group, _ = KINDS[kind]
+    choices = choices_of(run)
+    group = f"{group_group}={choices.get(group_group)}" if group_group else ""
+    if variant_group:
+        if choices.get(variant_group) is None:
+            raise ConfigError(f"{run} names no {variant_group} but the sweep's first run does: pass one sweep's "
+                              f"folder (multirun/<task>/<time>)")
+        return group, str(choices[variant_group])
+    backend = metrics["backend"] if metrics else str(config.op.backend)  # what auto resolved to, where known
+    return group, f"{backend}{' + compile' if config.get('compile') else ''}"
+
+
+def load_sweep(sweep_dir: Path) -> Sweep:
+    """The sweep's scores, mean costs per (group, variant) and failed runs; its kind from its first run."""
+    folders = run_folders(sweep_dir)
+    sweep = Sweep(kind_of(folders[0]) if folders else "backends")
+    costs: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in folders:
+        config = OmegaConf.load(run / ".hydra" / "config.yaml")
+        metrics_file = run / "metrics.json"
+        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else None
+        group, variant = label_of(run, sweep.kind, config, metrics)
+        sweep.runs.append({"folder": run, "group": group, "variant": variant, "metrics": metrics,
+                           "seed": config.get("seed")})
+        if metrics is None:
+            sweep.failed.append(f"{run.name} ({variant}): no metrics.json")
             continue
-        config, metrics = OmegaConf.load(run / ".hydra" / "config.yaml"), json.loads((run / "metrics.json").read_text())
-        fold = config.data.get("fold", "all")
-        for case, per_class in metrics["val_dice_per_case"].items():
-            scores += [{"variant": variant, "fold": fold, "seed": config.seed, "case": case, "class": name,
-                        "metric": "Dice", "value": value} for name, value in per_class.items()]
+        fold = config.get("data", {}).get("fold", "all")
+        for metric, key in METRIC_KEYS.items():
+            for case, per_class in metrics.get(key, {}).items():
+                sweep.scores += [{"group": group, "variant": variant, "fold": fold, "seed": config.get("seed"),
+                                  "case": case, "class": name, "metric": metric, "value": value}
+                                 for name, value in per_class.items()]
         for key in COSTS:
-            costs[variant][key].append(metrics.get(key, float("nan")))
-    return scores, {v: {k: float(np.mean(x)) for k, x in c.items()} for v, c in costs.items()}, failed
+            costs[group, variant][key].append(metrics.get(key, float("nan")))
+    sweep.costs = {label: {k: float(np.mean(x)) for k, x in c.items()} for label, c in costs.items()}
+    return sweep

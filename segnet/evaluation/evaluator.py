@@ -25,15 +25,7 @@ from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError
 from segnet.files import atomic_path, write_json
 from segnet.inference.predictor import PredictionWriter, Predictor
-from segnet.metrics import (
-    diagonal_mm,
-    dice_per_class,
-    drop_ignored,
-    hd95_per_class,
-    nanmean,
-    nsd_per_class,
-    overlap_counts,
-)
+from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
 
 if TYPE_CHECKING:  # the checkpoint's model class, which inference loads
     from segnet.training.module import SegmentationModule
@@ -82,7 +74,7 @@ METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_re
 
 
 def score_case(
-    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = 1.0,
+    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
     ignore_label: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     label_image = nib.load(label_file)
@@ -94,8 +86,7 @@ def score_case(
     voxel_mm3 = float(np.prod(spacing))
     pred_t, ref_t = torch.from_numpy(prediction.astype(np.int64)), torch.from_numpy(reference)
     dice = dice_per_class(pred_t, ref_t, len(class_names))
-    hd95 = hd95_per_class(pred_t, ref_t, len(class_names), spacing, one_sided=diagonal_mm(reference.shape, spacing))
-    nsd = nsd_per_class(pred_t, ref_t, len(class_names), nsd_tolerance_mm, spacing)
+    hd95, nsd = surface_scores(pred_t, ref_t, len(class_names), spacing, nsd_tolerance_mm)
     metrics = {}
     for c in range(1, len(class_names)):
         counts = overlap_counts(prediction, reference, c, scored)
@@ -110,7 +101,7 @@ class Evaluator(PredictionWriter):
     """Predictions (predictions/<case>.nii.gz in output_dir) scored against each case's label."""
 
     def __init__(self, module: SegmentationModule | list[SegmentationModule], output_dir: Path, tta: bool = False,
-                 nsd_tolerance_mm: float = 1.0):
+                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM):
         super().__init__(Predictor(module if isinstance(module, list) else [module], tta), output_dir / "predictions")
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm

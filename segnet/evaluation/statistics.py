@@ -30,6 +30,7 @@ HIGHER_IS_BETTER = {"Dice": True, "IoU": True, "NSD": True, "HD95": False}
 Key = tuple[Hashable, ...]  # (fold, seed, case, class) within one variant, or a projection of it
 
 MAX_LISTED = 5  # missing pairs named in an error; the rest are counted
+MIN_CASES = 5  # fewer cases give no verdict: a bootstrap over 2 to 4 values is their range, not an interval
 
 
 def higher_is_better(metric: str) -> bool:
@@ -125,17 +126,62 @@ def paired_differences(
     return differences
 
 
+def _per_seed_case(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> dict[Key, float]:
+    """The variant's score per (seed, case): the mean over classes within each run, then over the
+    folds that scored the case under that seed."""
+    runs = _runs_by_variant(scores, metric)
+    if variant not in runs:
+        raise ValueError(f"variant {variant!r} has no {metric} scores")
+    return _average(_average(runs[variant], lambda key: key[:3]), lambda key: key[1:3])
+
+
 def seed_spread(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> float:
     """Standard deviation over seeds of the variant's mean score (over cases, each the mean over its
     classes): how much retraining alone moves the result, to set a difference against. NaN with
     fewer than two seeds."""
-    runs = _runs_by_variant(scores, metric)
-    if variant not in runs:
-        raise ValueError(f"variant {variant!r} has no {metric} scores")
-    run = runs[variant]
-    per_seed_case = _average(_average(run, lambda key: key[:3]), lambda key: key[1:3])
-    per_seed = _average(per_seed_case, lambda key: key[:1])
+    per_seed = _average(_per_seed_case(scores, variant, metric), lambda key: key[:1])
     return float(np.std(list(per_seed.values()), ddof=1)) if len(per_seed) > 1 else math.nan
+
+
+def case_seed_spread(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> dict[Hashable, float]:
+    """Per case, the standard deviation (ddof 1) over seeds of the variant's score of that case (the
+    mean over its classes, then over the folds that scored it in one seed): how much retraining
+    alone moves one case. NaN for a case scored under fewer than two seeds."""
+    by_case: dict[Hashable, list[float]] = {}
+    for (_, case), value in _per_seed_case(scores, variant, metric).items():
+        if not math.isnan(value):
+            by_case.setdefault(case, []).append(value)
+    return {case: float(np.std(values, ddof=1)) if len(values) > 1 else math.nan for case, values in by_case.items()}
+
+
+def agreement(
+    scores: Sequence[Mapping[str, Any]], baseline: str, metric: str = "Dice", tolerance: float = 0.02
+) -> list[dict[str, Any]]:
+    """Whether each variant scores every case as the baseline does, within what retraining alone moves
+    (the backend ablation's accuracy check: a backend computes the same function as the python one,
+    so it should change no case more than another seed would).
+
+    Per variant: delta_c, the case's paired difference (variant minus baseline, averaged over classes
+    then seeds, as paired_differences), and sigma_c, the baseline's seed spread of the case
+    (case_seed_spread). The variant agrees when mean_c |delta_c| <= mean_c sigma_c (mean_abs_difference
+    against seed_spread). Why that bound: a backend whose rounding makes training diverge from the
+    python one's as much as another seed would gives per-seed differences of standard deviation
+    sigma * sqrt(2), so over n seeds E|delta_c| = sigma * sqrt(2 / n) * sqrt(2 / pi), 0.65 sigma for
+    n = 3, below E[sigma_c] = 0.89 sigma: such a backend passes (with 2 seeds the two are equal and it
+    passes about half the time: sweep 3 or more), while one that moves cases by more than retraining
+    does, or is biased, fails; a backend with identical arithmetic gives 0. With fewer than two seeds there is no
+    spread and `tolerance` stands in for it (basis "tolerance"). worst_case and worst_difference name the
+    case with the largest |delta_c|."""
+    differences = paired_differences(scores, baseline, metric)
+    spreads = [v for v in case_seed_spread(scores, baseline, metric).values() if not math.isnan(v)]
+    limit, basis = (float(np.mean(spreads)), "seed spread") if spreads else (tolerance, "tolerance")
+    rows = []
+    for variant, per_case in differences.items():
+        worst = max(per_case, key=lambda case: abs(per_case[case]))
+        mean_abs = float(np.mean(np.abs(list(per_case.values()))))
+        rows.append({"variant": variant, "mean_abs_difference": mean_abs, "seed_spread": limit, "basis": basis,
+                     "worst_case": worst, "worst_difference": per_case[worst], "agrees": mean_abs <= limit})
+    return rows
 
 
 def bootstrap_ci(
@@ -189,9 +235,12 @@ def minimum_detectable_difference(differences: Sequence[float], confidence: floa
     return float(z * np.std(values, ddof=1) / math.sqrt(values.size))
 
 
-def verdict(ci: tuple[float, float], metric: str, detectable: float) -> str:
+def verdict(ci: tuple[float, float], metric: str, detectable: float, n_cases: int = MIN_CASES) -> str:
     """The call a reader acts on: better or worse only when the interval excludes zero (the direction
-    by the metric), else no difference found, with the difference the sweep could have detected."""
+    by the metric) over at least MIN_CASES cases, else no difference found, with the difference the
+    sweep could have detected."""
+    if n_cases < MIN_CASES:
+        return f"too few cases for a verdict ({n_cases}; at least {MIN_CASES})"
     low, high = ci
     if low > 0 or high < 0:
         return "better" if (low > 0) == higher_is_better(metric) else "worse"
@@ -217,6 +266,7 @@ def compare(
     for (variant, per_case), p, adjusted in zip(differences.items(), p_values, holm(p_values), strict=True):
         values = list(per_case.values())
         ci = bootstrap_ci(values, confidence, resamples, seed)
+        detectable = minimum_detectable_difference(values, confidence, power) if len(values) > 1 else math.nan
         rows.append({
             "variant": variant,
             "n_cases": len(values),
@@ -226,6 +276,6 @@ def compare(
             "ci_high": ci[1],
             "p_wilcoxon": p,
             "p_holm": adjusted,
-            "verdict": verdict(ci, metric, minimum_detectable_difference(values, confidence, power)),
+            "verdict": verdict(ci, metric, detectable, len(values)),
         })
     return rows

@@ -71,13 +71,23 @@ def write_plan(plan: dict[str, Any], path: Path) -> None:
     write_json(path, plan)
 
 
+def scaled_patch(patch: list[int], scale: float, stride: int) -> list[int]:
+    """The plan's patch times data.patch_scale per axis (the recipe ablation's smaller crops),
+    rounded to the network's total stride, at least one stride."""
+    if not 0 < scale <= 1:
+        raise ConfigError(f"data.patch_scale={scale}; give a share of the plan's patch in (0, 1]")
+    return [max(stride, stride * round(p * scale / stride)) for p in patch]
+
+
 def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
     """What the plan decides for this run's data section (values the user set win)."""
     configuration = plan["configurations"][f"{data.spatial_dims}d"]
     if data.patch_size is None:
-        data.patch_size = configuration["patch_size"]
+        data.patch_size = scaled_patch(configuration["patch_size"], float(data.get("patch_scale", 1.0)),
+                                       int(plan.get("network_stride", 1)))
     if data.batch_size is None:  # the plan counts crops per step; the loader, volumes
-        data.batch_size = max(1, math.ceil(configuration["batch_size"] / data.samples_per_volume))
+        crops = max(1, round(configuration["batch_size"] * float(data.get("batch_scale", 1.0))))
+        data.batch_size = max(1, math.ceil(crops / data.samples_per_volume))
     data.orientation = plan["orientation"]
     data.spacing = configuration["spacing"] if data.resample else None
     if data.normalization is None:

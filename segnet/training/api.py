@@ -166,6 +166,12 @@ def _score(value: Any) -> float:
     return float(value) if value is not None else float("nan")
 
 
+def per_case_scores(module: SegmentationModule, metric: str) -> dict[str, dict[str, float]]:
+    """The final validation's {case: {class name: score}} of one metric, cases in name order."""
+    return {case: dict(zip(module.class_names[1:], map(_score, scores), strict=True))
+            for case, scores in sorted(module.per_case(metric).items())}
+
+
 def continue_in_run_folder(cfg: DictConfig) -> None:
     """Resuming from <run>/checkpoints/*.ckpt continues in <run>: its checkpoints (and so the
     best score so far), logs and metrics.json stay together."""
@@ -236,9 +242,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "val_dice_mean": _score(final.get("val/dice_mean")),
         "best_val_dice_mean": _score(checkpoint.best_model_score if checkpoint else None),
         "val_dice_per_class": {name: _score(final.get(f"val/dice_{name}")) for name in module.class_names[1:]},
-        # per validation case, for paired comparisons of runs (experiment=ablation_placement)
-        "val_dice_per_case": {case: dict(zip(module.class_names[1:], map(_score, scores), strict=True))
-                              for case, scores in sorted(module.val_dice_per_case.items())},
+        # per validation case and class, for paired comparisons of runs (segnet.evaluation.ablation);
+        # HD95 and NSD in mm, as evaluation computes them
+        **{f"val_{metric.lower()}_per_case": per_case_scores(module, metric) for metric in ("Dice", "HD95", "NSD")},
         **timer.summary(),
         "peak_memory_mb": memory,
         "parameters": sum(p.numel() for p in module.net.parameters()),

@@ -2,6 +2,11 @@
 decay (torch's schedulers), per-class validation Dice (segnet.metrics), whole-image validation inference
 (segnet.inference.windows), TensorBoard images.
 
+Validation scores every case's Dice per class; a validation run by itself (trainer.validate, the
+final one of every training) also its HD95 and normalized surface Dice in mm (segnet.metrics.surface_scores,
+as evaluation computes them), which the periodic validations during fit skip: they need only Dice to
+pick the best checkpoint, and distance transforms of every case would cost more than the prediction.
+
 Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
 enough to evaluate it (segnet-evaluate).
 """
@@ -13,24 +18,40 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.trainer.states import TrainerFn
+from monai.data import MetaTensor
 from torch.optim import lr_scheduler
 
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.inference.windows import plain, predict_whole_image
-from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
+from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
 from segnet.model.loss import SegmentationLoss
 from segnet.model.network import build_network
 from segnet.training.visualize import validation_panel
 
+CaseScores = dict[str, list[float]]  # metric ("Dice", "HD95", "NSD") -> one value per foreground class
 
-def gather_from_ranks(scores: dict[str, list[float]]) -> dict[str, list[float]]:
+
+def gather_from_ranks(scores: dict[str, CaseScores]) -> dict[str, CaseScores]:
     """The union of every process's {case: scores}; a case seen by several ranks counts once."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return scores
-    everyone: list[dict[str, list[float]] | None] = [None] * torch.distributed.get_world_size()
+    everyone: list[dict[str, CaseScores] | None] = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(everyone, scores)
     return {name: value for part in everyone for name, value in sorted(part.items())}
+
+
+def case_spacing(batch: dict[str, Any], index: int, spatial_dims: int) -> list[float]:
+    """The voxel spacing (mm) of the batch's index-th case: the "spacing" its dataset gives (the
+    preprocessed cache's grid), else its MetaTensor's (images loaded by MONAI), else 1 mm (generated data)."""
+    if "spacing" in batch:
+        return [float(s) for s in batch["spacing"][index]]
+    image = batch["image"]
+    if isinstance(image, MetaTensor):
+        spacing = image.pixdim[index] if image.is_batch else image.pixdim
+        return [float(s) for s in spacing][:spatial_dims]
+    return [1.0] * spatial_dims
 
 
 class SegmentationModule(L.LightningModule):
@@ -54,11 +75,16 @@ class SegmentationModule(L.LightningModule):
         self.loss = SegmentationLoss(self.ignore_label)
         dims = data["spatial_dims"]
         # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
-        self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims])
+        no_affine = {} if data.get("affine_augmentation", True) else {"affine": 0.0}  # data.affine_augmentation=false
+        self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims], probs=no_affine)
                              if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
-        self._val_dice: dict[str, list[float]] = {}  # case name -> Dice per class, this rank's cases
-        self.val_dice_per_case: dict[str, list[float]] = {}  # every rank's, after a validation
+        self._val_scores: dict[str, CaseScores] = {}  # case name -> its scores, this rank's cases
+        self.val_scores_per_case: dict[str, CaseScores] = {}  # every rank's, after a validation
+
+    def per_case(self, metric: str) -> dict[str, list[float]]:
+        """The last validation's {case: metric per class} (HD95 and NSD: after a trainer.validate only)."""
+        return {case: scores[metric] for case, scores in self.val_scores_per_case.items() if metric in scores}
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return self.net(image)
@@ -85,18 +111,24 @@ class SegmentationModule(L.LightningModule):
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         image, labels = plain(batch["image"]), plain(batch["label"])
         prediction = self.predict_logits(image).argmax(1, keepdim=True)
-        for name, pred, label in zip(batch["name"], prediction, labels, strict=True):
+        surfaces = self.trainer.state.fn == TrainerFn.VALIDATING  # not the validations within fit
+        for index, (name, pred, label) in enumerate(zip(batch["name"], prediction, labels, strict=True)):
             pred, label, _ = drop_ignored(pred, label, self.ignore_label)
-            self._val_dice[name] = dice_per_class(pred, label, len(self.class_names))
+            scores = {"Dice": dice_per_class(pred, label, len(self.class_names))}
+            if surfaces:
+                spacing = case_spacing(batch, index, label.ndim - 1)
+                scores["HD95"], scores["NSD"] = surface_scores(pred[0].cpu(), label[0].cpu(), len(self.class_names),
+                                                               spacing)
+            self._val_scores[name] = scores
         if batch_idx == 0:
             self._log_panel(image[0], prediction[0], labels[0])
 
     def on_validation_epoch_end(self) -> None:
         # Every rank's cases, each once (the distributed sampler pads ranks with repeated
         # cases), then one NaN-aware mean: the single-process value on any number of processes.
-        self.val_dice_per_case = gather_from_ranks(self._val_dice)  # the last validation's, for metrics.json
-        per_class = mean_per_class(list(self.val_dice_per_case.values()))
-        self._val_dice = {}
+        self.val_scores_per_case = gather_from_ranks(self._val_scores)  # the last validation's, for metrics.json
+        per_class = mean_per_class(list(self.per_case("Dice").values()))
+        self._val_scores = {}
         if not per_class:
             return
         for name, value in zip(self.class_names[1:], per_class, strict=True):

@@ -257,3 +257,26 @@ def test_the_gpu_applies_what_the_cpu_does():
     on_gpu = aug.apply(image.cuda(), label.cuda(), params, torch.Generator("cuda"))
     torch.testing.assert_close(on_gpu[0].cpu(), on_cpu[0], rtol=1e-4, atol=1e-4)
     assert (on_gpu[1].cpu() == on_cpu[1]).float().mean() > 0.999
+
+
+def test_the_no_affine_recipe_leaves_out_rotation_and_scaling_in_workers_and_on_the_device():
+    from omegaconf import OmegaConf
+
+    from helpers.training import compose_config, tiny_overrides
+    from segnet.data.transforms import augmentation_transforms
+    from segnet.training.module import SegmentationModule
+
+    def kinds(chain):
+        return [type(t) for t in chain]
+
+    assert T.RandAffined in kinds(augmentation_transforms(2))
+    without = kinds(augmentation_transforms(2, affine=False))
+    assert T.RandAffined not in without and without == [k for k in kinds(augmentation_transforms(2))
+                                                        if k is not T.RandAffined]
+    assert T.RandAffined not in kinds(train_transforms([8, 8], 2, 1, affine=False).transforms)
+    cfg = compose_config(tiny_overrides())
+    sections = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "data", "optim", "inference")}
+    sections["data"].update(augment_on="device", patch_size=[32, 32])
+    assert SegmentationModule(**sections, backend="python").augmentation.probs["affine"] == PROBS["affine"] > 0
+    sections["data"]["affine_augmentation"] = False
+    assert SegmentationModule(**sections, backend="python").augmentation.probs["affine"] == 0.0

@@ -16,6 +16,7 @@ from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.phantom import sample_phantom, write_phantom_dataset
 from segnet.data.transforms import eval_transforms
+from segnet.errors import ConfigError
 from segnet.inference.loading import load_module
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import dice_per_class
@@ -341,3 +342,24 @@ def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
         read_plan(path, description)
     with pytest.raises(ConfigError, match="is not a file"):
         read_plan(tmp_path / "nowhere.json", description)
+
+
+def test_the_recipe_ablation_scales_the_plans_patch_and_batch():
+    from omegaconf import OmegaConf
+
+    from segnet.planning.api import apply_plan, scaled_patch
+
+    assert scaled_patch([96, 80], 0.5, 8) == [48, 40] and scaled_patch([96, 80], 0.3, 16) == [32, 32]
+    assert scaled_patch([16, 16], 0.1, 16) == [16, 16]  # never below one stride
+    with pytest.raises(ConfigError, match="data.patch_scale=1.5"):
+        scaled_patch([96], 1.5, 8)
+    plan = {"configurations": {"2d": {"patch_size": [96, 80], "batch_size": 16, "spacing": [1.0, 1.0, 0.0]}},
+            "orientation": "RAS", "normalization": [], "network_stride": 8}
+    fields = {"spatial_dims": 2, "patch_size": None, "batch_size": None, "samples_per_volume": 2, "resample": True,
+              "normalization": None, "plan": None}
+    data = OmegaConf.create({**fields, "patch_scale": 0.5, "batch_scale": 0.25})
+    apply_plan(data, plan)
+    assert list(data.patch_size) == [48, 40] and data.batch_size == 2  # 16 x 0.25 crops, 2 per volume
+    plain = OmegaConf.create(fields)  # without the keys: the plan's own
+    apply_plan(plain, plan)
+    assert list(plain.patch_size) == [96, 80] and plain.batch_size == 8

@@ -73,6 +73,8 @@ def test_validation_volumes_equal_the_old_path(dataset):
         assert item["name"] == case.name and item["label"].dtype == torch.int64
         assert torch.equal(item["image"], loaded["image"].as_tensor())
         assert torch.equal(item["label"], loaded["label"].as_tensor())
+        # validation measures HD95 and NSD in these mm: the old path's MetaTensor spacing
+        assert item["spacing"].tolist() == pytest.approx(loaded["image"].pixdim.tolist())
 
 
 def test_built_once_then_reused(dataset, monkeypatch):

@@ -9,7 +9,9 @@ import pytest
 from scipy import stats
 
 from segnet.evaluation.statistics import (
+    agreement,
     bootstrap_ci,
+    case_seed_spread,
     compare,
     higher_is_better,
     holm,
@@ -191,3 +193,45 @@ def test_no_difference_says_what_the_sweep_could_have_detected():
     differences = list(paired_differences(rows, "baseline", "Dice")["noisy"].values())
     assert noisy["ci_low"] < 0 < noisy["ci_high"]
     assert noisy["verdict"] == f"no difference found (could detect ±{minimum_detectable_difference(differences):.3g})"
+
+
+def test_case_seed_spread_is_each_cases_std_over_seeds():
+    # v: case a 0.7, 0.6 (class means of 0.5 + (0.1, 0.3) and 0.5 + (0.0, 0.2)); b 0.4, 0.6; c 0.9, 0.6
+    spread = case_seed_spread(hand_table(), "v", "Dice")
+    assert spread == pytest.approx({case: np.std(pair, ddof=1) for case, pair in
+                                    {"a": (0.7, 0.6), "b": (0.4, 0.6), "c": (0.9, 0.6)}.items()})
+    one_seed = [r for r in hand_table() if r["seed"] == 0]
+    assert all(math.isnan(v) for v in case_seed_spread(one_seed, "v", "Dice").values())
+
+
+def test_agreement_within_the_seed_spread():
+    """A copy of the baseline agrees; a variant that moves every case by more than the baseline's per-case
+    seed spread does not, whichever way each case moves; one that moves them by much less does."""
+    rows = [r for r in sweep() if r["variant"] in ("baseline", "copy")]  # per-case seed spread about 0.01
+    spread = float(np.mean(list(case_seed_spread(rows, "baseline", "Dice").values())))
+    rng = np.random.default_rng(4)
+    for name, size in (("moved", 4 * spread), ("nudged", spread / 4)):
+        signs = {f"case_{case:02d}": rng.choice([-1.0, 1.0]) for case in range(20)}
+        rows += [{**r, "variant": name, "value": r["value"] + signs[r["case"]] * size}
+                 for r in sweep() if r["variant"] == "baseline" and r["metric"] == "Dice"]
+    rows = [r for r in rows if r["metric"] == "Dice"]
+    results = {r["variant"]: r for r in agreement(rows, "baseline")}
+    assert results["copy"]["agrees"] and results["copy"]["mean_abs_difference"] == 0.0
+    assert results["copy"]["seed_spread"] == pytest.approx(spread) and results["copy"]["basis"] == "seed spread"
+    assert not results["moved"]["agrees"] and results["moved"]["mean_abs_difference"] == pytest.approx(4 * spread)
+    assert results["nudged"]["agrees"]
+    assert abs(results["moved"]["worst_difference"]) == pytest.approx(4 * spread)
+    # one seed: no spread, the tolerance stands in
+    (one_seed,) = agreement([r for r in rows if r["seed"] == 0 and r["variant"] in ("baseline", "moved")],
+                            "baseline", tolerance=1.0)
+    assert one_seed["basis"] == "tolerance" and one_seed["seed_spread"] == 1.0 and one_seed["agrees"]
+
+
+def test_a_handful_of_cases_gets_no_verdict_however_far_from_zero():
+    rows = [r for r in sweep() if r["metric"] == "Dice" and r["variant"] in ("baseline", "edge")
+            and r["case"] in ("case_00", "case_01", "case_02", "case_03")]
+    (edge,) = compare(rows, "baseline", "Dice")
+    assert edge["n_cases"] == 4 and edge["ci_low"] > 0
+    assert edge["verdict"] == "too few cases for a verdict (4; at least 5)"
+    (single,) = compare([r for r in rows if r["case"] == "case_00"], "baseline", "Dice")
+    assert single["verdict"].startswith("too few cases")

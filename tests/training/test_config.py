@@ -26,7 +26,10 @@ def test_every_group_has_options():
 )
 def test_option_composes_and_resolves(group, option, tmp_path):
     overrides = [f"{group}={option}"]
-    if (group, option) in (("data", "decathlon"), ("experiment", "ablation_placement")):  # a dataset folder's
+    if group == "recipe":  # a change to a plan's defaults: the options of a dataset folder's data
+        overrides.append("data=decathlon")
+    if (group, option) in (("data", "decathlon"), ("experiment", "ablation_placement"),
+                           ("experiment", "ablation_recipe")) or group == "recipe":  # a dataset folder's
         overrides.append(f"data.root={write_decathlon(tmp_path / 'Task')}")
     cfg = compose_config(overrides, output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -152,3 +155,21 @@ def test_an_experiment_preset_overrides_the_primary_config():
     assert compose_config(["experiment=ablation_backends"]).task_name == "ablation_backends"
     assert compose_config(["variant=sharp_skips"]).model.skip_layer == "sharpen"
     assert list(compose_config(["variant=none"]).model.edge_placement) == []
+
+
+def test_the_recipe_ablation_composes_each_part_over_the_plan_and_each_budget_after_the_trainer():
+    base = ["experiment=ablation_recipe", "data.root=???"]
+    plan = compose_config(base + ["recipe=plan", "budget=short"])
+    assert plan.task_name == "ablation_recipe" and plan.data._target_.endswith("DecathlonDataModule")
+    assert (plan.data.patch_scale, plan.data.batch_scale, plan.data.affine_augmentation) == (1.0, 1.0, True)
+    assert (plan.trainer.max_steps, plan.trainer.max_epochs) == (250, -1)  # not trainer/default.yaml's -1 and 12
+    assert compose_config(base + ["budget=long"]).trainer.max_steps == 1000
+    assert compose_config(base + ["recipe=small_patch"]).data.patch_scale == 0.5
+    assert compose_config(base + ["recipe=small_batch"]).data.batch_scale == 0.25
+    assert compose_config(base + ["recipe=no_affine"]).data.affine_augmentation is False
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        sweep = compose(config_name="config", overrides=base, return_hydra_config=True).hydra.sweeper.params
+    assert dict(sweep) == {"recipe": "plan,small_patch,no_affine,small_batch", "budget": "short,long",
+                           "seed": "0,1,2", "data.fold": "0,1,2,3,4"}

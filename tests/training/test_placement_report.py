@@ -1,35 +1,25 @@
-"""scripts/ablation_report.py on a placement sweep: a variant with a planted per-case improvement
-is called better, a copy of the baseline is called not different, and the table carries each
-variant's cost. The sweep folder is written as Hydra and training write one."""
+"""scripts/ablation_report.py on placement and recipe sweeps: a variant with a planted per-case
+improvement in Dice, HD95 (lower) or NSD is called better, a copy of the baseline is called not
+different, the table carries each variant's cost and each metric's direction, and a recipe sweep is
+compared within each budget. The sweep folders are written as Hydra and training write them."""
 
 from __future__ import annotations
 
-import csv
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-import yaml
 
-from helpers import ROOT
-
-CLASSES = ("core", "shell")
+from helpers.sweeps import csv_rows, run_report, write_hydra, write_run
 
 
-def write_hydra(folder, variant: str, seed: int, fold: int) -> None:
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "data": {"fold": fold}}))
-    choices = {"hydra": {"runtime": {"choices": {"variant": variant}}}}
-    (folder / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(choices))
-
-
-def write_run(folder, variant: str, seed: int, fold: int, dice: dict[str, float]) -> None:
-    write_hydra(folder, variant, seed, fold)
-    metrics = {"val_dice_per_case": {case: {c: value for c in CLASSES} for case, value in dice.items()},
-               "parameters": 1000 + (variant != "none"), "step_time_ms_median": 10.0, "peak_memory_mb": 100.0}
-    (folder / "metrics.json").write_text(json.dumps(metrics))
+def planted(rng, cases):
+    """Baseline scores of some cases, a copy, and "edge": Dice +0.03, HD95 -1 mm, NSD +0.04 per case (with noise)."""
+    base = {"Dice": {c: float(rng.uniform(0.6, 0.9)) for c in cases},
+            "HD95": {c: float(rng.uniform(3.0, 9.0)) for c in cases},
+            "NSD": {c: float(rng.uniform(0.5, 0.8)) for c in cases}}
+    shift = {"Dice": 0.03, "HD95": -1.0, "NSD": 0.04}
+    edge = {metric: {c: v + shift[metric] + float(rng.normal(0, abs(shift[metric]) / 6)) for c, v in values.items()}
+            for metric, values in base.items()}
+    return base, edge
 
 
 def test_a_planted_improvement_is_better_and_a_copy_is_not_different(tmp_path):
@@ -38,30 +28,72 @@ def test_a_planted_improvement_is_better_and_a_copy_is_not_different(tmp_path):
     for fold in range(2):
         cases = [f"case_{fold}_{i}" for i in range(10)]
         for seed in range(3):
-            base = {case: float(rng.uniform(0.6, 0.9)) for case in cases}
-            variants = {"none": base, "copy": dict(base),
-                        "edge": {case: value + 0.03 + float(rng.normal(0, 0.005)) for case, value in base.items()}}
-            for variant, dice in variants.items():
-                write_run(tmp_path / str(index), variant, seed, fold, dice)
+            base, edge = planted(rng, cases)
+            for variant, scores in {"none": base, "copy": base, "edge": edge}.items():
+                write_run(tmp_path / str(index), {"variant": variant}, {"seed": seed, "data": {"fold": fold}}, scores,
+                          parameters=1000 + (variant != "none"))
                 index += 1
-    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "ablation_report.py"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    ran = run_report(tmp_path)
     assert ran.returncode == 0, ran.stderr[-3000:]
-    with open(tmp_path / "ablation.csv", newline="") as f:
-        rows = {row["variant"]: row for row in csv.DictReader(f)}
-    assert set(rows) == {"copy", "edge"} and rows["edge"]["n_cases"] == "20"
-    assert rows["edge"]["verdict"] == "better" and float(rows["edge"]["ci_low"]) > 0
-    assert float(rows["edge"]["mean_difference"]) == pytest.approx(0.03, abs=0.005)
-    assert rows["copy"]["verdict"].startswith("no difference found")
-    assert float(rows["edge"]["parameters"]) == 1001.0
+    rows = csv_rows(tmp_path)
+    assert {variant for _, _, variant in rows} == {"copy", "edge"}
+    for metric, direction in (("Dice", 1), ("HD95", -1), ("NSD", 1)):
+        edge, copy = rows["", metric, "edge"], rows["", metric, "copy"]
+        assert edge["n_cases"] == "20" and edge["verdict"] == "better", (metric, edge)
+        assert direction * float(edge["ci_low" if direction > 0 else "ci_high"]) > 0  # the interval excludes 0
+        assert copy["verdict"].startswith("no difference found"), (metric, copy)
+        assert edge["higher_is_better"] == str(direction > 0)
+    assert float(rows["", "Dice", "edge"]["mean_difference"]) == pytest.approx(0.03, abs=0.005)
+    assert float(rows["", "HD95", "edge"]["mean_difference"]) == pytest.approx(-1.0, abs=0.1)
+    assert float(rows["", "Dice", "edge"]["parameters"]) == 1001.0
     assert "| edge | 20 | 1001 |" in ran.stdout and (tmp_path / "ablation.png").is_file()
+    assert "### HD95 (mm), lower is better: a negative Δ is an improvement" in ran.stdout
+    assert "### Dice, higher is better" in ran.stdout
+
+
+def test_a_planted_hd95_worsening_is_worse(tmp_path):
+    rng = np.random.default_rng(1)
+    cases = [f"case_{i}" for i in range(12)]
+    for seed in range(2):
+        base, edge = planted(rng, cases)
+        blurred = {"HD95": {c: v + 2.0 + float(rng.normal(0, 0.3)) for c, v in base["HD95"].items()}}
+        for variant, scores in {"none": {"HD95": base["HD95"]}, "blurred": blurred}.items():
+            write_run(tmp_path / f"{variant}{seed}", {"variant": variant}, {"seed": seed, "data": {"fold": 0}}, scores)
+    assert run_report(tmp_path).returncode == 0
+    row = csv_rows(tmp_path)["", "HD95", "blurred"]
+    assert row["verdict"] == "worse" and float(row["ci_low"]) > 0
+
+
+def test_a_recipe_sweep_is_compared_within_each_budget(tmp_path):
+    """Smaller crops help at the short budget and hurt at the long one; the budgets must not be pooled
+    (pooled, the two would cancel out) and recipe=plan is the baseline of each."""
+    rng = np.random.default_rng(2)
+    cases = [f"case_{i}" for i in range(15)]
+    index = 0
+    for budget, effect in (("short", 0.04), ("long", -0.04)):
+        for seed in range(3):
+            base = {c: float(rng.uniform(0.5, 0.8)) for c in cases}
+            recipes = {"plan": base, "no_affine": base,
+                       "small_patch": {c: v + effect + float(rng.normal(0, 0.005)) for c, v in base.items()}}
+            for recipe, dice in recipes.items():
+                write_run(tmp_path / str(index), {"recipe": recipe, "budget": budget, "variant": None},
+                          {"seed": seed, "data": {"fold": 0}}, {"Dice": dice})
+                index += 1
+    ran = run_report(tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    rows = csv_rows(tmp_path)
+    assert rows["budget=short", "Dice", "small_patch"]["verdict"] == "better"
+    assert rows["budget=long", "Dice", "small_patch"]["verdict"] == "worse"
+    assert rows["budget=long", "Dice", "no_affine"]["verdict"].startswith("no difference found")
+    assert {variant for _, _, variant in rows} == {"small_patch", "no_affine"}  # plan is the baseline
+    assert "### budget=short: Dice, higher is better" in ran.stdout and "recipe ablation" in ran.stdout
 
 
 def test_a_failed_run_is_named_and_fails_the_report(tmp_path):
     for index, variant in enumerate(["none", "edge"]):
-        write_run(tmp_path / str(index), variant, 0, 0, {"a": 0.5, "b": 0.6, "c": 0.7})
-    write_hydra(tmp_path / "2", "edge", 1, 0)  # a run that died before its metrics.json
-    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "ablation_report.py"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+        write_run(tmp_path / str(index), {"variant": variant}, {"seed": 0, "data": {"fold": 0}},
+                  {"Dice": {"a": 0.5, "b": 0.6, "c": 0.7}})
+    write_hydra(tmp_path / "2", {"variant": "edge"}, {"seed": 1, "data": {"fold": 0}})  # died before metrics.json
+    ran = run_report(tmp_path)
     assert ran.returncode == 1
     assert "- FLAG: run 2 (edge): no metrics.json" in ran.stdout

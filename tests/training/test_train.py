@@ -15,7 +15,8 @@ from segnet.training.api import train
 
 METRIC_KEYS = {
     "val_dice_mean", "best_val_dice_mean", "val_dice_per_class", "step_time_ms_median", "samples_per_s",
-    "peak_memory_mb", "backend", "compile", "epochs", "global_step", "versions",
+    "peak_memory_mb", "backend", "compile", "epochs", "global_step", "versions", "val_dice_per_case",
+    "val_hd95_per_case", "val_nsd_per_case",
 }
 
 
@@ -212,7 +213,7 @@ def test_ddp_validation_dice_equals_the_single_process_value(tmp_path, monkeypat
 
     # 3 validation cases over 2 ranks: the sampler pads one rank with a repeated case
     overrides = tiny_overrides() + ["op=cpp", "data.num_val=3", "data.batch_size=2"]
-    per_case: list[dict[str, list[float]]] = []  # each validation's {case: Dice per class}
+    per_case: list[dict[str, dict[str, list[float]]]] = []  # each validation's {case: {metric: per class}}
     gather = module.gather_from_ranks
 
     def recording(scores):
@@ -222,8 +223,8 @@ def test_ddp_validation_dice_equals_the_single_process_value(tmp_path, monkeypat
     monkeypatch.setattr(module, "gather_from_ranks", recording)
     single = run(tmp_path / "run", overrides)  # its final validation scores last.ckpt's weights
     monkeypatch.undo()
-    cases = per_case[-1]
-    assert len(cases) == 3
+    cases = {name: scores["Dice"] for name, scores in per_case[-1].items()}
+    assert len(cases) == 3 and all({"HD95", "NSD"} <= set(scores) for scores in per_case[-1].values())
     assert nanmean(mean_per_class(list(cases.values()))) == pytest.approx(single["val_dice_mean"], abs=1e-6)
     # Not vacuous: the cases score apart, so that counting any of them twice (the padded case, or
     # a mean of the ranks' means) would move the mean well past the tolerance below.
