@@ -22,26 +22,29 @@ Guide, "Arithmetic Instructions", compute capability 9.0, in thread operations):
     integer and logic, compare, select, min/max               64
     FP64 (DADD, DMUL, DFMA, DSETP)                           64
     MUFU (rsqrt, sqrt, rcp) and type conversions              16
-    load/store path: LDG, STG, LDS, STS, SHFL, LDC share it, one 128-byte wavefront per clock;
-      a global access by 32 lanes whose strips are B bytes apart takes 32 B / 128 wavefronts
-      (sector-wise, whatever the access width); a shared access takes the wavefronts of its
-      bank pattern (32 banks of 4 bytes; 8- and 16-byte accesses run in half- and quarter-warp
-      phases), from the layout's lane stride; a shuffle takes one.
+    load/store path: LDG, STG, LDGSTS, LDS, STS, SHFL, LDC share it, one 128-byte wavefront
+      per clock; a global access by 32 lanes whose strips are B bytes apart takes 32 B / 128
+      wavefronts (sector-wise, whatever the access width), an asynchronous copy to shared memory
+      (LDGSTS) that and its write; a shared access takes the wavefronts of its bank pattern (32
+      banks of 4 bytes; 8- and 16-byte accesses run in half- and quarter-warp phases), from the
+      layout's lane stride; a shuffle takes one.
 
 A warp's loop iteration therefore costs an SM max(instructions / 4, each pipe's count / its rate)
-clocks, and produces outputs_per_iteration x 32 outputs (x kBackwardRows / (kBackwardRows + 2) in
-the 3D backward pass, whose halo warps run the loop without outputs of their own).
+clocks, and produces outputs_per_iteration x 32 outputs (x rows_per_unit / unit_warps in the 3D
+backward pass, whose two halo warps per unit run the loop without outputs of their own).
 
 Resident warps per SM: 64 at most, 32 blocks, 65,536 registers allocated per warp in units of
 256 (registers per lane rounded up to 8) and per block in groups of 4 warps, 228 KB of shared
 memory of which each block reserves 1 KB beside its own.
 
 Latency (Little's law): a load must return before the instruction that first reads it. Each
-LDG of the loop is issued some instructions before its first use (cyclically through the loop);
-the smallest such lead, in planes (loop instructions / planes per iteration), is how many
-planes ahead the warp loads, d. With a DRAM latency L under load of 600 ns (unloaded pointer
-chasing measures 270-480 ns on Hopper; a stream near peak bandwidth queues longer), a warp can
-march at most d / L planes per second, so an SM at most resident_warps x d / L.
+LDG of the loop is issued some instructions before its first use (cyclically through the loop),
+and each group of asynchronous copies (LDGSTS ... LDGDEPBAR) before the DEPBAR that waits for
+it; the smallest such lead, in planes (loop instructions / planes per iteration), is how many
+planes ahead the warp loads, d (a move of a loaded register counts as its use: it waits). With
+a DRAM latency L under load of 600 ns (unloaded pointer chasing measures 270-480 ns on Hopper;
+a stream near peak bandwidth queues longer), a warp can march at most d / L planes per second,
+so an SM at most resident_warps x d / L.
 
 DRAM: a device-to-device copy reaches 4.3e12 B/s (scripts/gpu_check.sh measures it); the op
 moves 2 (forward: x in, y out) or 3 (backward: x, grad_y, grad_x) tensors; halo rows and the
@@ -95,13 +98,12 @@ PIPES = {
     "fp64": {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET"},
     "mufu/cvt": {"MUFU", "F2F", "F2I", "I2F", "F2FP", "I2FP", "FRND", "I2I", "POPC", "FLO", "BREV"},
 }
-GLOBAL_ACCESS = {"LDG", "STG"}
+GLOBAL_ACCESS = {"LDG", "STG", "LDGSTS"}
 SHARED_ACCESS = {"LDS", "STS"}
 
 DTYPES = {
     "float": ("float32", 4), "double": ("float64", 8), "c10::Half": ("float16", 2), "c10::BFloat16": ("bfloat16", 2),
 }
-TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64"}
 # The lowest acceptable modeled fraction for float32 and 16-bit whole-vector kernels, at the model's
 # best geometry and at the benchmark shapes; the 16-bit 3D backward pass has its own (at float32's
 # instructions per sample it moves half the bytes).
@@ -264,6 +266,8 @@ def analyse_loop(body: list[str], strip_bytes: int, element: int, shared_lane_st
             pipes[pipe] += 1
         if name in GLOBAL_ACCESS:
             wavefronts += 32 * strip_bytes / WAVEFRONT_BYTES
+            if name == "LDGSTS":  # and the write into shared memory, lanes' strips side by side
+                wavefronts += shared_wavefronts(access_bytes(modifiers), access_bytes(modifiers))
         elif name in SHARED_ACCESS:
             wavefronts += shared_wavefronts(access_bytes(modifiers), shared_lane_stride)
         elif name in ("SHFL", "LDC"):
@@ -284,8 +288,30 @@ def analyse_loop(body: list[str], strip_bytes: int, element: int, shared_lane_st
             if registers_of(sources, access_bytes(later_modifiers) if stores else 4) & written:
                 leads.append(k)
                 break
+    leads += copy_leads(parsed)
     lead_planes = min(leads) / (len(body) / planes) if leads else 1.0
     return Loop(len(body), outputs, pipes, wavefronts, lead_planes)
+
+
+def copy_leads(parsed: list[tuple[str, str, str]]) -> list[int]:
+    """Leads of asynchronous copies (LDGSTS into shared memory): a wait `DEPBAR.LE SB0, N` lets the
+    N most recent groups (closed by LDGDEPBAR) stay in flight, so the group it waits for was
+    closed at the (N + 1)-th LDGDEPBAR before it; the lead is the instructions in between
+    (cyclically through the loop)."""
+    leads = []
+    size = len(parsed)
+    for i, (name, modifiers, operands) in enumerate(parsed):
+        if name != "DEPBAR" or ".LE" not in modifiers:
+            continue
+        pending = int(operands.split(",")[-1].strip(), 0)
+        commits = 0
+        for k in range(1, size + 1):
+            if parsed[(i - k) % size][0] == "LDGDEPBAR":
+                commits += 1
+                if commits == pending + 1:
+                    leads.append(k)
+                    break
+    return leads
 
 
 def march_loop(sass: str, strip_bytes: int, element: int, shared_lane_stride: int) -> Loop:
@@ -314,11 +340,12 @@ def resident_warps(registers: int, warps_per_block: int, shared_per_block: int) 
     return blocks * warps_per_block
 
 
-def launch(shape: tuple[int, ...], dtype: str, backward: bool) -> dict[str, int]:
-    """The kernels' launch geometry for `shape` (make_march_geometry(), through the test-only op)."""
+def launch(shape: tuple[int, ...], dtype: str, backward: bool, vector: bool = True) -> dict[str, int]:
+    """The kernels' launch geometry for `shape` (make_march_geometry(), through the test-only op):
+    of the whole-vector kernel, or of the general form."""
     import torch
 
-    values = torch.ops.segnet_ops._march_launch(list(shape), getattr(torch, TORCH_DTYPES[dtype]), backward)
+    values = torch.ops.segnet_ops._march_launch(list(shape), getattr(torch, dtype), backward, vector)
     return dict(zip(LAUNCH_FIELDS, values, strict=True))
 
 
@@ -379,7 +406,7 @@ def report(library: Path) -> list[KernelReport]:
         direction, ndim, element, vector = match.group(1), int(match.group(2)), match.group(3), match.group(4) == "true"
         dtype, size = DTYPES[element]
         # the geometry of a shape every strip fits: the strip width, unit and shared layout
-        g = launch((1, 1, 64, 64, 256)[: ndim + 2], dtype, direction == "backward")
+        g = launch((1, 1, 64, 64, 256)[: ndim + 2], dtype, direction == "backward", vector)
         loop = march_loop(sass[mangled], g["strip"] * size, size, g["shared_lane_stride"])
         res = usage[mangled]
         moved = size * (2 if direction == "forward" else 3)

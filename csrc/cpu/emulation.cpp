@@ -27,29 +27,33 @@ namespace {
 
 // Runs the launch on the host: every block, every thread of it placed by the kernels' own entry
 // (thread_place; threads past the last unit leave), the lanes of each unit built by
-// make_lane(site) (what one GPU thread holds), then march(group, unit) for each warp of the unit
-// as a fiber (WarpFibers), with the unit's shared memory poisoned with NaN. Blocks are spread
-// over host threads.
+// make_lane(site, unit's shared memory) (what one GPU thread holds), then march(group, unit) for
+// each warp of the unit as a fiber (WarpFibers). A block's shared memory starts as NaN (all bits
+// set). Blocks are spread over host threads.
 template <typename acc_t, typename MakeLane, typename March>
 void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
-  using Lane = decltype(make_lane(lane_site(g, 0, 0)));
+  using Lane = decltype(make_lane(lane_site(g, 0, 0), nullptr));
   at::parallel_for(0, g.blocks, 1, [&](int64_t begin, int64_t end) {
     WarpFibers fibers;
-    std::vector<acc_t> shared(g.shared_bytes / sizeof(acc_t));
+    std::vector<uint64_t> block_shared((g.shared_bytes + 7) / 8);  // aligned for any element type
+    unsigned char* shared = reinterpret_cast<unsigned char*>(block_shared.data());
     for (int64_t block = begin; block < end; ++block) {
+      std::fill(block_shared.begin(), block_shared.end(), ~uint64_t(0));
       std::vector<std::vector<Lane>> units(g.threads / (g.unit_warps * kWarpLanes));
       const int64_t first_unit = thread_place(g, block, 0).unit;
       for (int thread = 0; thread < g.threads; ++thread) {
         const ThreadPlace at = thread_place(g, block, thread);
         if (at.unit >= g.units) continue;  // the kernel's early return
-        units[at.unit - first_unit].push_back(make_lane(lane_site(g, at.unit, at.thread)));
+        units[at.unit - first_unit].push_back(
+            make_lane(lane_site(g, at.unit, at.thread), unit_shared(g, shared, thread)));
       }
-      for (std::vector<Lane>& lanes : units) {
+      for (size_t u = 0; u < units.size(); ++u) {
+        std::vector<Lane>& lanes = units[u];
         if (lanes.empty()) continue;
-        std::fill(shared.begin(), shared.end(), std::numeric_limits<acc_t>::quiet_NaN());
+        acc_t* rows = reinterpret_cast<acc_t*>(unit_shared(g, shared, int(u) * g.unit_warps * kWarpLanes));
         fibers.run(g.unit_warps, [&](int warp, const std::function<void()>& wait_at_barrier) {
-          HostLanes<Lane, acc_t> group{lanes.data() + warp * kWarpLanes, shared.data(), wait_at_barrier};
-          march(group, first_unit + (&lanes - units.data()));
+          HostLanes<Lane, acc_t> group{lanes.data() + warp * kWarpLanes, rows, wait_at_barrier};
+          march(group, first_unit + int64_t(u));
         });
       }
     }
@@ -72,8 +76,9 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
         using Lane = ForwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
         run_launch<acc_t>(
             g,
-            [&](const LaneSite& s) {
-              return Lane(g, s, xp, yp, static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
+            [&](const LaneSite& s, unsigned char* unit) {
+              return Lane(g, s, xp, yp, reinterpret_cast<scalar_t*>(unit + g.staging_offset),
+                          static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
             },
             [&](auto& group, int64_t) { forward_march<NDIM>(group, group.lanes[0].site.begin, group.lanes[0].site.end); });
       });
@@ -101,12 +106,13 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
         using Lane = BackwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
         run_launch<acc_t>(
             g,
-            [&](const LaneSite& s) {
-              return Lane(g, s, gp, xp, gxp, static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
+            [&](const LaneSite& s, unsigned char* unit) {
+              return Lane(g, s, gp, xp, gxp, reinterpret_cast<scalar_t*>(unit + g.staging_offset),
+                          static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
             },
             [&](auto& group, int64_t unit) {
               const Lane& first = group.lanes[0];
-              backward_march<NDIM>(group, first.site.begin, first.site.end, g.outer, g.middle, g.unit_warps);
+              backward_march<NDIM>(group, first.site.begin, first.site.end, g.outer, g.unit_warps);
               partials[partial_slot(g, unit, first.site.warp)] = first.grad_alpha_share();
             });
       });
@@ -126,9 +132,10 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
   return call.result();
 }
 
-// The launch geometry of the kernel for a tensor of `shape` and `dtype` (aligned data), for
-// scripts/kernel_report.py: the numbers its model needs, in this order.
-std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward) {
+// The launch geometry of the kernel for a tensor of `shape` and `dtype` (`aligned`: data that
+// allows whole-vector loads), for scripts/kernel_report.py: the numbers its model needs, in this
+// order.
+std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward, bool aligned) {
   TORCH_CHECK(shape.size() == 4 || shape.size() == 5, "_march_launch: shape must be (N, C, H, W) or (N, C, D, H, W)");
   const at::Tensor meta = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kMeta));
   std::vector<int64_t> out;
@@ -140,7 +147,8 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
       const auto launch = [&](auto pass) {
         constexpr Pass PASS = decltype(pass)::value;
         constexpr int S = strip_width<NDIM, PASS, scalar_t>();
-        const MarchGeometry g = make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(acc_t), true);
+        const MarchGeometry g =
+            make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned);
         const int64_t lane_stride = (shared_word(0, 0, 0, 1, S) - shared_word(0, 0, 0, 0, S)) * int64_t(sizeof(acc_t));
         out = {g.outer, g.middle, g.inner, g.strip, g.spans, g.rows_per_unit, g.row_groups, g.segment, g.segments,
                g.unit_warps, g.units, g.blocks, g.threads, int64_t(g.shared_bytes), lane_stride};
@@ -159,7 +167,7 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
 TORCH_LIBRARY_FRAGMENT(segnet_ops, m) {
   m.def("_emulated_cuda_edge_enhance(Tensor x, Tensor alpha, float eps=1e-06) -> Tensor");
   m.def("_emulated_cuda_edge_enhance_backward(Tensor grad_y, Tensor x, Tensor alpha, float eps) -> (Tensor, Tensor)");
-  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward) -> int[]", &segnet::march_launch);
+  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward, bool aligned=True) -> int[]", &segnet::march_launch);
 }
 
 TORCH_LIBRARY_IMPL(segnet_ops, CPU, m) {

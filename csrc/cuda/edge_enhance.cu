@@ -17,38 +17,53 @@
 namespace segnet {
 namespace {
 
-template <typename acc_t>
-__device__ acc_t* shared_memory() {
+// This thread's unit's shared memory (entry.h).
+__device__ unsigned char* shared_memory(const MarchGeometry& g) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  return reinterpret_cast<acc_t*>(shared_raw);
+  return unit_shared(g, shared_raw, threadIdx.x);
+}
+
+template <typename scalar_t>
+__device__ scalar_t* staging(const MarchGeometry& g) {
+  return reinterpret_cast<scalar_t*>(shared_memory(g) + g.staging_offset);
+}
+
+// The thread's place decoded again after the march, from the special registers read anew: the
+// compiler cannot reuse the first decoding's divisions, so it keeps none of them alive (in
+// registers or on the stack) through the march.
+__device__ __forceinline__ ThreadPlace thread_place_again(const MarchGeometry& g) {
+  unsigned block, thread;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(block));
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
+  return thread_place(g, block, int(thread));
 }
 
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
-__global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kForward>())
+__global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kForward, VECTOR>(), 1)
     forward_kernel(MarchGeometry g, const scalar_t* __restrict__ x, const scalar_t* __restrict__ alpha,
                    scalar_t* __restrict__ y, acc_t eps_times_norm2) {
   const ThreadPlace at = thread_place(g, blockIdx.x, threadIdx.x);
   if (at.unit >= g.units) return;
   const LaneSite site = lane_site(g, at.unit, at.thread);
-  ForwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, x, y, static_cast<acc_t>(alpha[site.channel]),
-                                                 eps_times_norm2);
+  ForwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, x, y, staging<scalar_t>(g),
+                                                 static_cast<acc_t>(alpha[site.channel]), eps_times_norm2);
   DeviceLanes<decltype(lane), acc_t> group{lane, nullptr};
   forward_march<NDIM>(group, site.begin, site.end);
 }
 
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
-__global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kBackward>())
+__global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kBackward, VECTOR>(), 1)
     backward_kernel(MarchGeometry g, const scalar_t* __restrict__ grad_y, const scalar_t* __restrict__ x,
                     const scalar_t* __restrict__ alpha, scalar_t* __restrict__ grad_x, acc_t* __restrict__ partials,
                     acc_t eps_times_norm2) {
   const ThreadPlace at = thread_place(g, blockIdx.x, threadIdx.x);
   if (at.unit >= g.units) return;
   const LaneSite site = lane_site(g, at.unit, at.thread);
-  BackwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, grad_y, x, grad_x,
+  BackwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, grad_y, x, grad_x, staging<scalar_t>(g),
                                                    static_cast<acc_t>(alpha[site.channel]), eps_times_norm2);
-  DeviceLanes<decltype(lane), acc_t> group{lane, shared_memory<acc_t>()};
-  backward_march<NDIM>(group, site.begin, site.end, g.outer, g.middle, g.unit_warps);
-  const ThreadPlace again = thread_place(g, blockIdx.x, threadIdx.x);  // recomputed: no register holds it through the march
+  DeviceLanes<decltype(lane), acc_t> group{lane, reinterpret_cast<acc_t*>(shared_memory(g))};
+  backward_march<NDIM>(group, site.begin, site.end, g.outer, g.unit_warps);
+  const ThreadPlace again = thread_place_again(g);
   if (again.thread % kWarpLanes == 0) partials[partial_slot(g, again.unit, again.thread / kWarpLanes)] = lane.grad_alpha_share();
 }
 
@@ -63,6 +78,19 @@ __global__ void __launch_bounds__(kSumThreads)
     __syncthreads();
   }
   channel_sum_store(blockIdx.x, threadIdx.x, smem, grad_alpha);
+}
+
+// A block of the 3D backward pass stages 88 KB: more than a launch gets without opting in (48 KB),
+// within every architecture the library is built for (99 KB on sm_86, sm_89, sm_120).
+template <typename Kernel>
+void allow_shared_memory(Kernel* kernel, size_t bytes) {
+  if (bytes <= kDefaultSharedBytes) return;
+  int device = 0, most = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  TORCH_CHECK(bytes <= size_t(most), "edge_enhance: the CUDA kernel needs ", bytes, " bytes of shared memory per block, ",
+              "this GPU allows ", most, "; use op.backend=cpp or python on it");
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 void check_cuda_input(const at::Tensor& x) {
@@ -82,7 +110,9 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
       constexpr int NDIM = decltype(ndim)::value;
       const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
       with_vector(g.vector, [&](auto vector) {
-        forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, 0, stream>>>(
+        const auto kernel = forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
+        allow_shared_memory(kernel, g.shared_bytes);
+        kernel<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
             g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
             march_eps<acc_t>(NDIM, eps));
         C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -107,7 +137,9 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
       const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx});
       const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
       with_vector(g.vector, [&](auto vector) {
-        backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value><<<g.blocks, g.threads, g.shared_bytes, stream>>>(
+        const auto kernel = backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
+        allow_shared_memory(kernel, g.shared_bytes);
+        kernel<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
             g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
             gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps));
         C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -28,7 +28,6 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   static constexpr int kCentre = Base::R / 2;
   const scalar_t* grad_y;
   scalar_t* grad_x;
-  scalar_t gy_ahead[S];
   acc_t gy[S];
   acc_t v_outer[S]{}, v_middle[S]{}, v_inner[S]{};  // v_middle stays 0 in 2D
   acc_t u_outer[S], u_middle[S], u_inner[S];
@@ -36,19 +35,24 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   acc_t pending[S];  // grad_x at plane p - 1 but for its P[p] and Q[p] terms
 
   SEGNET_HD BackwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* grad_y_all,
-                         const scalar_t* x_all, scalar_t* grad_x_all, acc_t alpha, acc_t eps_times_norm2)
-      : Base(g, s, x_all, alpha, eps_times_norm2), grad_y(grad_y_all + s.plane * g.volume()),
+                         const scalar_t* x_all, scalar_t* grad_x_all, scalar_t* staging, acc_t alpha,
+                         acc_t eps_times_norm2)
+      : Base(g, s, x_all, staging, alpha, eps_times_norm2), grad_y(grad_y_all + s.plane * g.volume()),
         grad_x(grad_x_all + s.plane * g.volume()) {}
 
   SEGNET_HD const scalar_t* own_row(const scalar_t* vol, int q) const {
     return vol + this->plane_offset(q) + this->row_offset[kCentre];
   }
-  SEGNET_HD void fetch_grad(int q) { load_strip<VECTOR>(own_row(grad_y, q), this->site.w0, this->inner, gy_ahead); }
+  // grad_y's plane q into slot SLOT, beside x's rows (one group of loads per step, window.h).
+  template <int SLOT>
+  SEGNET_HD void fetch_grad(Slot<SLOT> slot, int q) {
+    this->ahead.load(slot, Base::R, own_row(grad_y, q), this->site.w0, this->inner);
+  }
 
   // v_d at plane p from the window, and the lane's share of grad_alpha where it owns plane p.
-  SEGNET_HD void adjoint_inputs(int p, bool owned_plane) {
-    widen(gy_ahead, gy);
-    fetch_grad(p + 1);
+  template <int SLOT>
+  SEGNET_HD void adjoint_inputs(Slot<SLOT> slot, int p, bool owned_plane) {
+    this->ahead.take(slot, Base::R, gy);
     const auto& w = this->window;
 #pragma unroll
     for (int i = 0; i < S; ++i) {
@@ -107,32 +111,32 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   }
 
   // 3D: u of this lane's row (k = 0, 1, 2: u_outer, u_middle, u_inner), for the warps on the rows
-  // above and below.
+  // above and below. A warp on a row outside the volume marches the nearest row of the volume
+  // (window.h), so it holds that row's u: shared as they are, u_outer and u_inner are the ghost
+  // samples of S_M^T, and u_middle negated is the ghost of D_M^T (docs/edge-op.md). The rows next
+  // to the volume's ends need no case of their own.
   SEGNET_HD acc_t& shared_at(acc_t* shared, int warp, int k, int i) const {
     return shared[shared_word(warp, k, i, this->site.lane, S)];
   }
   SEGNET_HD void share(acc_t* shared) const {
+    const acc_t middle_sign = this->site.ghost_row ? acc_t(-1) : acc_t(1);
 #pragma unroll
     for (int i = 0; i < S; ++i) {
       shared_at(shared, this->site.warp, 0, i) = u_outer[i];
-      shared_at(shared, this->site.warp, 1, i) = u_middle[i];
+      shared_at(shared, this->site.warp, 1, i) = middle_sign * u_middle[i];
       shared_at(shared, this->site.warp, 2, i) = u_inner[i];
     }
   }
 
-  // 3D: the adjoint across rows; a row outside the volume is the ghost of the end row.
-  SEGNET_HD void middle_adjoint(acc_t* shared, int middle, int unit_warps) {
+  // 3D: the adjoint across rows, from the rows above and below.
+  SEGNET_HD void middle_adjoint(acc_t* shared, int unit_warps) {
     const int warp = this->site.warp;
     if (warp == 0 || warp == unit_warps - 1) return;  // halo rows: they only supply u
-    const bool top = this->site.row == 0, bottom = this->site.row == middle - 1;
 #pragma unroll
     for (int i = 0; i < S; ++i) {
-      const acc_t oa = top ? u_outer[i] : shared_at(shared, warp - 1, 0, i);
-      const acc_t ob = bottom ? u_outer[i] : shared_at(shared, warp + 1, 0, i);
-      const acc_t ma = top ? -u_middle[i] : shared_at(shared, warp - 1, 1, i);
-      const acc_t mb = bottom ? -u_middle[i] : shared_at(shared, warp + 1, 1, i);
-      const acc_t ia = top ? u_inner[i] : shared_at(shared, warp - 1, 2, i);
-      const acc_t ib = bottom ? u_inner[i] : shared_at(shared, warp + 1, 2, i);
+      const acc_t oa = shared_at(shared, warp - 1, 0, i), ob = shared_at(shared, warp + 1, 0, i);
+      const acc_t ma = shared_at(shared, warp - 1, 1, i), mb = shared_at(shared, warp + 1, 1, i);
+      const acc_t ia = shared_at(shared, warp - 1, 2, i), ib = shared_at(shared, warp + 1, 2, i);
       p_now[i] = oa + 2 * u_outer[i] + ob;
       q_now[i] = (ma - mb) + (ia + 2 * u_inner[i] + ib);
     }
@@ -168,32 +172,52 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
 
 // One unit: grad_x at planes [begin, end), and each warp's share of grad_alpha in every lane
 // (grad_alpha_share()). v is needed from plane begin - 1 (the adjoint reaches one plane back) to
-// end (one forward).
+// end (one forward). The step at plane p takes x's plane p + 1 and grad_y's plane p from ring slot
+// (p - first) % 2 and loads x's plane p + 3 and grad_y's plane p + 2 into it, as one group of
+// loads (prefetch.h), so the loop takes two steps per iteration, one per slot.
 template <int NDIM, class Group>
-SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int middle, int unit_warps) {
+SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int unit_warps) {
   const int first = begin > 0 ? begin - 1 : 0, last = end < outer ? end : outer - 1;
   group.each([&](auto& lane) {
-    lane.fetch(first - 1);
-    lane.fetch_grad(first);
+    lane.fetch(Slot<0>{}, first - 1);
+    lane.ahead.commit();
+    lane.fetch(Slot<1>{}, first);
+    lane.ahead.commit();
   });
-  arrive_plane<NDIM>(group, first - 1);
-  arrive_plane<NDIM>(group, first);
-#pragma unroll 2  // two steps per iteration: the window slides by renaming registers, not moving them
-  for (int p = first; p <= last; ++p) {
-    arrive_plane<NDIM>(group, p + 1);
+  const auto prime = [&](auto slot, int q) {
+    arrive_plane<NDIM>(group, slot, q);
+    group.each([&](auto& lane) {
+      lane.fetch_grad(slot, q + 1);
+      lane.ahead.commit();
+    });
+  };
+  prime(Slot<0>{}, first - 1);
+  prime(Slot<1>{}, first);
+  const auto step = [&](auto slot, int p) {
+    arrive_plane<NDIM>(group, slot, p + 1);
     const bool owned = p >= begin && p < end;
-    group.each([&](auto& lane) { lane.adjoint_inputs(p, owned); });
+    group.each([&](auto& lane) {
+      lane.adjoint_inputs(slot, p, owned);
+      lane.fetch_grad(slot, p + kRing);
+      lane.ahead.commit();
+    });
     group.template exchange<NDIM>();
     group.each([&](auto& lane) { lane.inner_adjoint(); });
     if (NDIM == 3) {
       group.each([&](auto& lane) { lane.share(group.shared); });
       group.barrier();
-      group.each([&](auto& lane) { lane.middle_adjoint(group.shared, middle, unit_warps); });
+      group.each([&](auto& lane) { lane.middle_adjoint(group.shared, unit_warps); });
       group.barrier();
     }
     const bool emit = p - 1 >= begin;
     group.each([&](auto& lane) { lane.outer_adjoint(p, emit); });
+  };
+  int p = first;
+  for (; p + 1 <= last; p += 2) {
+    step(Slot<0>{}, p);
+    step(Slot<1>{}, p + 1);
   }
+  if (p <= last) step(Slot<0>{}, p);
   if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
   group.reduce_warp_sums();
 }

@@ -9,11 +9,11 @@
 
 namespace segnet {
 
-// Launch bounds of the kernel for (NDIM, PASS): the block size its launch uses.
-template <int NDIM, Pass PASS>
+// Launch bounds of the kernel for (NDIM, PASS, VECTOR): the block size its launch uses.
+template <int NDIM, Pass PASS, bool VECTOR>
 constexpr int launch_bounds() {
-  constexpr int threads = block_threads(NDIM, PASS);
-  constexpr int unit = unit_warps(NDIM, PASS) * kWarpLanes;
+  constexpr int threads = block_threads(NDIM, PASS, VECTOR);
+  constexpr int unit = unit_warps(NDIM, PASS, VECTOR) * kWarpLanes;
   static_assert(threads % unit == 0, "a block must hold whole units");
   static_assert(threads <= kMaxThreadsPerBlock, "a block has at most 1024 threads");
   return threads;
@@ -28,6 +28,11 @@ SEGNET_HD ThreadPlace thread_place(const MarchGeometry& g, int64_t block, int th
   const int unit_threads = g.unit_warps * kWarpLanes;
   const int units_per_block = g.threads / unit_threads;
   return {block * units_per_block + thread_in_block / unit_threads, thread_in_block % unit_threads};
+}
+
+// The shared memory of the unit a thread belongs to, within its block's.
+SEGNET_HD unsigned char* unit_shared(const MarchGeometry& g, unsigned char* block_shared, int thread_in_block) {
+  return block_shared + thread_in_block / (g.unit_warps * kWarpLanes) * g.unit_shared_bytes;
 }
 
 }  // namespace segnet

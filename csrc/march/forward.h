@@ -16,8 +16,8 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
   acc_t x_centre[S];  // the lane's own row of the plane whose output is next
 
   SEGNET_HD ForwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, scalar_t* y_all,
-                        acc_t alpha, acc_t eps_times_norm2)
-      : Base(g, s, x_all, alpha, eps_times_norm2), y(y_all + s.plane * g.volume()) {}
+                        scalar_t* staging, acc_t alpha, acc_t eps_times_norm2)
+      : Base(g, s, x_all, staging, alpha, eps_times_norm2), y(y_all + s.plane * g.volume()) {}
 
   SEGNET_HD void keep_centre() {
 #pragma unroll
@@ -39,19 +39,39 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
 };
 
 // One unit's outputs at planes [begin, end): the window is primed with planes begin - 1 and
-// begin, then each step brings in plane p + 1 and writes plane p.
+// begin, then each step brings in plane p + 1 and writes plane p. Plane q sits in ring slot
+// (q - begin + 1) % 2, so the loop takes two steps per iteration, one per slot (the window also
+// slides by renaming registers, not moving them).
 template <int NDIM, class Group>
 SEGNET_HD void forward_march(Group& group, int begin, int end) {
-  group.each([&](auto& lane) { lane.fetch(begin - 1); });
-  for (int q = begin - 1; q <= begin; ++q) {
-    arrive_plane<NDIM>(group, q);
-    group.each([&](auto& lane) { lane.keep_centre(); });
+  group.each([&](auto& lane) {
+    lane.fetch(Slot<0>{}, begin - 1);
+    lane.ahead.commit();
+    lane.fetch(Slot<1>{}, begin);
+    lane.ahead.commit();
+  });
+  const auto prime = [&](auto slot, int q) {
+    arrive_plane<NDIM>(group, slot, q);
+    group.each([&](auto& lane) {
+      lane.ahead.commit();
+      lane.keep_centre();
+    });
+  };
+  prime(Slot<0>{}, begin - 1);
+  prime(Slot<1>{}, begin);
+  const auto step = [&](auto slot, int p) {
+    arrive_plane<NDIM>(group, slot, p + 1);
+    group.each([&](auto& lane) {
+      lane.ahead.commit();
+      lane.emit(p);
+    });
+  };
+  int p = begin;
+  for (; p + 1 < end; p += 2) {
+    step(Slot<0>{}, p);
+    step(Slot<1>{}, p + 1);
   }
-#pragma unroll 2  // two steps per iteration: the window slides by renaming registers, not moving them
-  for (int p = begin; p < end; ++p) {
-    arrive_plane<NDIM>(group, p + 1);
-    group.each([&](auto& lane) { lane.emit(p); });
-  }
+  if (p < end) step(Slot<0>{}, p);
 }
 
 }  // namespace segnet

@@ -7,7 +7,7 @@
 // the outer axis over a segment of it, so its geometry is decoded once. Rows longer than 32
 // strips are split into spans that overlap by one strip on each side: the edge lanes of an inner
 // span only supply their neighbours' halo. The work item that marches together is a unit: one
-// warp, or in the 3D backward pass a block of kBackwardRows + 2 warps on consecutive rows that
+// warp, or in the 3D backward pass a block of backward_rows() + 2 warps on consecutive rows that
 // share their inner-axis adjoints through shared memory.
 #pragma once
 
@@ -22,9 +22,13 @@ constexpr int kWarpLanes = 32;
 constexpr int kMinSegment = 8;             // outer positions a unit marches over, at least
 constexpr int64_t kTargetWarps = 1 << 14;  // warps per launch: an H200 holds about 2,000 at a time
 constexpr int kMaxThreadsPerBlock = 1024;
+constexpr size_t kDefaultSharedBytes = 48 * 1024;  // dynamic shared memory a launch gets without opting in
 constexpr int64_t kMaxUnits = 2147483647;  // units are counted in 32 bits: decoding them needs no 64-bit division
 
 enum class Pass { kForward, kBackward };
+
+// Planes loaded ahead of the one arriving (prefetch.h): a ring of kRing slots per lane.
+constexpr int kRing = 2;
 
 // 3D backward: each lane shares u_outer, u_middle and u_inner of its strip with the rows next to
 // it. Shared memory holds, per warp and quantity k, sample i of every lane side by side: the 32
@@ -44,19 +48,20 @@ constexpr int strip_width() {
 
 // 3D backward: output rows per unit (a unit is the warps that march together), which runs one
 // halo warp more on each side. The halo warps only supply u to their neighbours, so more rows
-// would waste less, but a unit is one block and the register file is allocated to blocks of
-// whole groups of 4 warps: 14 rows (16 warps) cap a lane at 128 registers, where the float32
-// lanes spill; 10 rows (12 warps) leave a third of the register file unused at 128 registers per
-// lane. 6 rows (8 warps) fit two blocks of 128-register lanes per SM.
-constexpr int kBackwardRows = 6;
+// waste less: 14 rows make a unit of 16 warps, one block of 512 threads, which caps a lane at 128
+// registers (a whole SM's register file). The general form's lanes (clamped sample loads, their
+// strips in registers) need more, so its units are 6 rows (8 warps, up to 255 registers).
+constexpr SEGNET_HD int backward_rows(bool vector) { return vector ? 14 : 6; }
 
 // Threads of a block: one unit of the 3D backward pass (its warps share memory); otherwise four
 // one-warp units. Small blocks let a kernel whose lanes hold many registers keep as many warps
 // resident as the register file allows (a 256-thread block of 160-register lanes leaves 40% of
 // it unused); the kernels' __launch_bounds__ are this same number.
-constexpr SEGNET_HD int unit_warps(int ndim, Pass pass) { return ndim == 3 && pass == Pass::kBackward ? kBackwardRows + 2 : 1; }
-constexpr SEGNET_HD int block_threads(int ndim, Pass pass) {
-  return unit_warps(ndim, pass) * kWarpLanes * (ndim == 3 && pass == Pass::kBackward ? 1 : 4);
+constexpr SEGNET_HD int unit_warps(int ndim, Pass pass, bool vector) {
+  return ndim == 3 && pass == Pass::kBackward ? backward_rows(vector) + 2 : 1;
+}
+constexpr SEGNET_HD int block_threads(int ndim, Pass pass, bool vector) {
+  return unit_warps(ndim, pass, vector) * kWarpLanes * (ndim == 3 && pass == Pass::kBackward ? 1 : 4);
 }
 
 struct MarchGeometry {
@@ -74,7 +79,9 @@ struct MarchGeometry {
   int64_t blocks;
   int threads;               // per block
   bool vector;               // whole-vector loads: inner % strip == 0 and aligned rows
-  size_t shared_bytes;
+  size_t unit_shared_bytes;  // a unit's shared memory: the 3D backward rows of u, then the staging slots
+  size_t staging_offset;     // where a unit's staging slots start (whole-vector loads only)
+  size_t shared_bytes;       // per block
 
   SEGNET_HD int64_t units_per_plane() const { return int64_t(segments) * spans * row_groups; }
   SEGNET_HD int64_t warps_per_plane() const { return units_per_plane() * unit_warps; }
@@ -86,6 +93,7 @@ struct LaneSite {
   int64_t plane;    // n * C + c
   int channel;
   int row;          // middle-axis index of the lane's warp (may lie outside the volume: a halo row)
+  bool ghost_row;   // row lies outside the volume: the lane marches the nearest row of it instead
   int warp;         // warp within the unit
   int lane;         // lane within the warp
   int w0;           // first inner sample of the lane's strip
@@ -106,6 +114,7 @@ SEGNET_HD LaneSite lane_site(const MarchGeometry& g, unsigned unit, int thread) 
   s.lane = thread % kWarpLanes;
   const bool halo_rows = g.unit_warps > g.rows_per_unit;  // 3D backward: one halo row each side
   s.row = row_group * g.rows_per_unit + s.warp - (halo_rows ? 1 : 0);
+  s.ghost_row = s.row < 0 || s.row >= g.middle;
   s.w0 = span * g.span_stride + s.lane * g.strip;
   s.begin = segment * g.segment;
   s.end = s.begin + g.segment < g.outer ? s.begin + g.segment : g.outer;
@@ -128,7 +137,7 @@ SEGNET_HD int64_t partial_slot(const MarchGeometry& g, unsigned unit, int warp) 
 
 // `aligned`: the data pointers allow whole-vector loads (16 bytes in 2D, strip * element in 3D).
 inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t planes, int64_t channels, Pass pass,
-                                         int strip, size_t acc_bytes, bool aligned) {
+                                         int strip, size_t scalar_bytes, size_t acc_bytes, bool aligned) {
   MarchGeometry g{};
   g.ndim = ndim;
   g.outer = ndim == 3 ? size[0] : size[1];
@@ -141,9 +150,10 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   const int span_width = kWarpLanes * strip;
   g.span_stride = (kWarpLanes - 2) * strip;
   g.spans = g.inner <= span_width ? 1 : 1 + (g.inner - span_width + g.span_stride - 1) / g.span_stride;
+  g.vector = aligned && g.inner % strip == 0;
   const bool shared_rows = ndim == 3 && pass == Pass::kBackward;
-  g.rows_per_unit = shared_rows ? kBackwardRows : 1;
-  g.unit_warps = unit_warps(ndim, pass);
+  g.rows_per_unit = shared_rows ? backward_rows(g.vector) : 1;
+  g.unit_warps = unit_warps(ndim, pass, g.vector);
   g.row_groups = (g.middle + g.rows_per_unit - 1) / g.rows_per_unit;
   // Segments as long as they can be while the launch still has kTargetWarps warps: each
   // segment re-reads the planes around its ends.
@@ -154,11 +164,15 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   g.segment = int(length < kMinSegment ? kMinSegment : length);
   g.segments = (g.outer + g.segment - 1) / g.segment;
   g.units = planes * g.units_per_plane();
-  g.threads = block_threads(ndim, pass);
+  g.threads = block_threads(ndim, pass, g.vector);
   const int64_t units_per_block = g.threads / (g.unit_warps * kWarpLanes);
   g.blocks = (g.units + units_per_block - 1) / units_per_block;
-  g.vector = aligned && g.inner % strip == 0;
-  g.shared_bytes = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
+  g.staging_offset = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
+  // Staging: per warp, kRing slots of each row read ahead (the middle-axis rows, and grad_y's).
+  const int ahead_rows = (ndim == 3 ? 3 : 1) + (pass == Pass::kBackward ? 1 : 0);
+  const size_t staging = g.vector ? size_t(g.unit_warps) * kRing * ahead_rows * kWarpLanes * strip * scalar_bytes : 0;
+  g.unit_shared_bytes = g.staging_offset + staging;
+  g.shared_bytes = g.unit_shared_bytes * size_t(units_per_block);
   return g;
 }
 

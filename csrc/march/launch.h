@@ -21,8 +21,10 @@ MarchGeometry march_geometry(const at::Tensor& x, std::initializer_list<at::Tens
   bool aligned = true;
   for (const at::Tensor& t : data) aligned = aligned && reinterpret_cast<uintptr_t>(t.data_ptr()) % (S * sizeof(scalar_t)) == 0;
   const Extent e = extent_of(x);
-  const MarchGeometry g = make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(acc_t), aligned);
-  TORCH_INTERNAL_ASSERT(g.threads == (launch_bounds<NDIM, PASS>()), "edge_enhance: the block size differs from the kernel's launch bounds");
+  const MarchGeometry g =
+      make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned);
+  const int bounds = g.vector ? launch_bounds<NDIM, PASS, true>() : launch_bounds<NDIM, PASS, false>();
+  TORCH_INTERNAL_ASSERT(g.threads == bounds, "edge_enhance: the block size differs from the kernel's launch bounds");
   TORCH_CHECK(g.units <= kMaxUnits, "edge_enhance: x of shape ", x.sizes(), " needs ", g.units,
               " warps, more than one launch of the CUDA kernel handles (", kMaxUnits,
               "); split the batch into smaller ones");

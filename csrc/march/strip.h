@@ -10,8 +10,8 @@
 
 namespace segnet {
 
-#if defined(__CUDACC__)
 // The vector type of one strip's bytes, so that a strip is one load or store instruction.
+#if defined(__CUDACC__)
 template <int BYTES>
 struct VectorOf;
 template <>
@@ -26,18 +26,20 @@ template <>
 struct VectorOf<16> {
   using type = uint4;
 };
+#else
+template <int BYTES>
+struct VectorOf {
+  struct alignas(BYTES) type {
+    unsigned char bytes[BYTES];
+  };
+};
 #endif
 
-template <typename scalar_t, int S>
-SEGNET_HD void load_vector(const scalar_t* p, scalar_t (&out)[S]) {
-#if defined(__CUDA_ARCH__)
-  using V = typename VectorOf<S * sizeof(scalar_t)>::type;
-  const V bits = __ldg(reinterpret_cast<const V*>(p));  // read-only path: x and grad_y never alias outputs
-  memcpy(out, &bits, sizeof(V));
-#else
-  std::memcpy(out, p, sizeof(out));
-#endif
-}
+// A strip loaded sample by sample and not yet used (the general form's prefetch, window.h).
+template <int S, typename scalar_t>
+struct LoadedStrip {
+  scalar_t samples[S];
+};
 
 template <typename scalar_t, int S>
 SEGNET_HD void store_vector(scalar_t* p, const scalar_t (&in)[S]) {
@@ -51,24 +53,63 @@ SEGNET_HD void store_vector(scalar_t* p, const scalar_t (&in)[S]) {
 #endif
 }
 
-// Samples w0 .. w0 + S - 1 of a row of length n (clamped), as stored. With VECTOR (n % S == 0,
-// aligned rows), one load; lanes past the row end read its last strip, which is valid memory
-// (their values are never used). The march loads a strip one step before it converts it, so
-// the load's latency is covered by the step in between.
-template <bool VECTOR, int S, typename scalar_t>
-SEGNET_HD void load_strip(const scalar_t* row, int w0, int n, scalar_t (&out)[S]) {
-  if (VECTOR) {
-    load_vector(row + (w0 < n - S ? w0 : n - S), out);
-  } else {
+// Samples w0 .. w0 + S - 1 of a row of length n, clamped to the row, one load per sample.
+template <int S, typename scalar_t>
+SEGNET_HD void load_strip(const scalar_t* row, int w0, int n, LoadedStrip<S, scalar_t>& out) {
 #pragma unroll
-    for (int i = 0; i < S; ++i) out[i] = row[clamp_index(w0 + i, n)];
+  for (int i = 0; i < S; ++i) out.samples[i] = row[clamp_index(w0 + i, n)];
+}
+
+// The same strip when it is one whole vector (n % S == 0, aligned rows), copied to `to` in shared
+// memory without passing through registers (cp.async: the copy runs while the lane computes, and
+// nothing but the explicit wait_for_copies() waits for it). Lanes past the row end copy its last
+// strip, which is valid memory (their values are never used).
+template <int S, typename scalar_t>
+SEGNET_HD void copy_strip_async(const scalar_t* row, int w0, int n, scalar_t* to) {
+  const scalar_t* from = row + (w0 < n - S ? w0 : n - S);
+  constexpr int kBytes = S * sizeof(scalar_t);
+#if defined(__CUDA_ARCH__)
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  if constexpr (kBytes == 16) {  // .cg: 16-byte copies may skip L1 (the halo rows hit L2 anyway)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(from), "n"(kBytes) : "memory");
   }
+#else
+  std::memcpy(to, from, kBytes);
+#endif
+}
+
+// Closes the group of copies issued since the last call.
+SEGNET_HD void commit_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Waits until at most PENDING of this lane's most recent groups of copies are still in flight.
+template <int PENDING>
+SEGNET_HD void wait_for_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+#endif
 }
 
 template <int S, typename scalar_t, typename acc_t>
-SEGNET_HD void widen(const scalar_t (&in)[S], acc_t (&out)[S]) {
+SEGNET_HD void widen(const scalar_t* samples, acc_t (&out)[S]) {
 #pragma unroll
-  for (int i = 0; i < S; ++i) out[i] = static_cast<acc_t>(in[i]);
+  for (int i = 0; i < S; ++i) out[i] = static_cast<acc_t>(samples[i]);
+}
+
+// A strip staged in shared memory, read as one vector (lanes' strips are side by side: no bank
+// conflict) and widened.
+template <int S, typename scalar_t, typename acc_t>
+SEGNET_HD void widen_staged(const scalar_t* staged, acc_t (&out)[S]) {
+  using V = typename VectorOf<S * sizeof(scalar_t)>::type;
+  const V bits = *reinterpret_cast<const V*>(staged);
+  scalar_t samples[S];
+  memcpy(samples, &bits, sizeof(samples));
+  widen(samples, out);
 }
 
 // Stores the samples of the strip that lie inside the row.

@@ -14,6 +14,7 @@
 #include "device_math.h"
 #include "geometry.h"
 #include "lanes.h"
+#include "prefetch.h"
 #include "strip.h"
 
 namespace segnet {
@@ -81,6 +82,7 @@ template <int NDIM, Pass PASS, typename scalar_t, typename acc_t, bool VECTOR>
 struct MarchLane {
   static constexpr int S = strip_width<NDIM, PASS, scalar_t>();
   static constexpr int R = NDIM == 3 ? 3 : 1;  // rows a lane reads per plane (middle axis -1, 0, +1)
+  static constexpr int kAheadRows = R + (PASS == Pass::kBackward ? 1 : 0);  // and grad_y's own row
   static constexpr acc_t kNorm = kernel_norm(NDIM);
 
   LaneSite site;
@@ -89,19 +91,22 @@ struct MarchLane {
   int64_t row_offset[R];  // offset of each row the lane reads within a plane
   bool row_start, row_end;  // the strip holds the row's first / last sample
   const scalar_t* x;      // this lane's (n, c) volume
-  scalar_t x_ahead[R][S];  // rows of the next plane, loaded one step before they are used
+  Prefetch<VECTOR, kAheadRows, S, scalar_t> ahead;  // the rows of the next two planes (prefetch.h)
   acc_t rows[R][S];
   Halo<acc_t> halo{};
   acc_t part;
   SobelWindow<NDIM, S, acc_t> window{};
   acc_t alpha_over_norm, eps_times_norm2;  // the op's constants with the normalization folded in
 
-  SEGNET_HD MarchLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, acc_t alpha,
-                       acc_t eps_times_norm2)
+  // `staging`: the unit's staging slots in shared memory (whole-vector loads only).
+  SEGNET_HD MarchLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, scalar_t* staging,
+                       acc_t alpha, acc_t eps_times_norm2)
       : site(s), outer(g.outer), inner(g.inner), plane_stride(int64_t(g.middle) * g.inner),
         alpha_over_norm(alpha / kNorm), eps_times_norm2(eps_times_norm2) {
+    if constexpr (VECTOR) ahead.strips = staging + (s.warp * kRing * kAheadRows * kWarpLanes + s.lane) * S;
+    const int row = clamp_index(s.row, g.middle);  // a ghost row marches the nearest row (backward.h)
 #pragma unroll
-    for (int r = 0; r < R; ++r) row_offset[r] = int64_t(clamp_index(s.row + r - R / 2, g.middle)) * g.inner;
+    for (int r = 0; r < R; ++r) row_offset[r] = int64_t(clamp_index(row + r - R / 2, g.middle)) * g.inner;
     row_start = s.w0 == 0;
     row_end = s.w0 + S >= g.inner;
     x = x_all + s.plane * g.volume();
@@ -110,25 +115,30 @@ struct MarchLane {
 
   SEGNET_HD int64_t plane_offset(int q) const { return int64_t(clamp_index(q, outer)) * plane_stride; }
 
-  SEGNET_HD void fetch(int q) {
+  // Loads plane q's rows into slot SLOT (the caller closes the step's group of loads).
+  template <int SLOT>
+  SEGNET_HD void fetch(Slot<SLOT> slot, int q) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) load_strip<VECTOR>(x + plane_offset(q) + row_offset[r], site.w0, inner, x_ahead[r]);
+    for (int r = 0; r < R; ++r) ahead.load(slot, r, x + plane_offset(q) + row_offset[r], site.w0, inner);
   }
 
-  // Plane q arrives: convert the rows read ahead, read plane q + 1's, combine across the middle axis.
-  SEGNET_HD void arrive(int q) {
+  // Plane q arrives from slot SLOT: its rows widened, plane q + 2's loads issued into the slot,
+  // the rows combined across the middle axis.
+  template <int SLOT>
+  SEGNET_HD void arrive(Slot<SLOT> slot, int q) {
+    ahead.wait();
 #pragma unroll
-    for (int r = 0; r < R; ++r) widen(x_ahead[r], rows[r]);
-    fetch(q + 1);
+    for (int r = 0; r < R; ++r) ahead.take(slot, r, rows[r]);
+    fetch(slot, q + kRing);
     window.middle_pass(rows, halo);
   }
 };
 
-// Plane q arrives at every lane of the group: afterwards each window holds the raw derivatives
-// at plane q - 1.
-template <int NDIM, class Group>
-SEGNET_HD void arrive_plane(Group& group, int q) {
-  group.each([&](auto& lane) { lane.arrive(q); });
+// Plane q arrives at every lane of the group from ring slot SLOT: afterwards each window holds
+// the raw derivatives at plane q - 1.
+template <int NDIM, class Group, int SLOT>
+SEGNET_HD void arrive_plane(Group& group, Slot<SLOT> slot, int q) {
+  group.each([&](auto& lane) { lane.arrive(slot, q); });
   group.template exchange<NDIM - 1>();
   group.each([&](auto& lane) { lane.window.inner_pass(lane.halo, lane.row_start, lane.row_end); });
 }

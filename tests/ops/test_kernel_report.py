@@ -79,7 +79,7 @@ def test_the_binding_limit_is_the_smallest():
 @pytest.mark.usefixtures("cpu_library")
 def test_the_launch_geometry_comes_from_the_kernels():
     g = kernel_report.launch((2, 32, 128, 128, 128), "float32", backward=True)
-    assert (g["strip"], g["unit_warps"], g["rows_per_unit"], g["threads"]) == (4, 8, 6, 256)
+    assert (g["strip"], g["unit_warps"], g["rows_per_unit"], g["threads"]) == (4, 16, 14, 512)
     assert g["shared_lane_stride"] == 4  # conflict-free: one word per lane
     assert g["units"] == 64 * g["row_groups"] * g["spans"] * g["segments"]
 
@@ -106,20 +106,34 @@ def test_no_instantiation_spills_or_uses_a_stack_frame(report):
     assert rows and not offenders, offenders
 
 
+def floor(row: dict, at_shape: bool) -> float:
+    """The issue's thresholds: 0.8 forward, 0.6 backward at the model's best geometry (0.45 for
+    the 16-bit 3D backward pass), 0.6 / 0.45 at the benchmark shapes."""
+    if at_shape:
+        return 0.6 if row["direction"] == "forward" else 0.45
+    if (row["ndim"], row["direction"]) == (3, "backward") and row["dtype"] in ("float16", "bfloat16"):
+        return 0.45
+    return 0.8 if row["direction"] == "forward" else 0.6
+
+
 @needs_nvcc
-@pytest.mark.xfail(strict=True, reason="issue 17 is open: the loads are consumed (moved) right after they are "
-                   "issued, so most kernels are latency-bound under the model; this passes once they meet it")
-def test_float32_and_16_bit_kernels_meet_the_model_thresholds(report):
+def test_float32_and_16_bit_kernels_meet_the_model_at_its_best_geometry(report):
     _, rows = report
     checked = [r for r in rows if r["checked"]]
     assert len(checked) == 12
-    failures = []
-    for r in checked:
-        floor = 0.45 if (r["ndim"], r["direction"]) == (3, "backward") and r["dtype"] != "float32" else (
-            0.8 if r["direction"] == "forward" else 0.6)
-        if r["modeled_fraction"] < floor:
-            failures.append((r["kernel"], round(r["modeled_fraction"], 2), r["binding"]))
-        for shape, at in r["at_shapes"].items():
-            if at["fraction"] < (0.6 if r["direction"] == "forward" else 0.45):
-                failures.append((r["kernel"], shape, round(at["fraction"], 2), at["binding"]))
-    assert not failures, failures
+    below = [(r["kernel"], round(r["modeled_fraction"], 2), r["binding"]) for r in checked
+             if r["modeled_fraction"] < floor(r, at_shape=False)]
+    assert not below, below
+
+
+@needs_nvcc
+@pytest.mark.xfail(strict=True, reason="issue 17 is open: rows shorter than a warp's strips (96 and 128 samples "
+                   "of 16-bit types in 3D) leave lanes idle, and the 3D backward pass's segments and halo rows "
+                   "cost more than the thresholds allow at (2, 16, 64, 96, 96); packing short rows into one warp "
+                   "is what remains")
+def test_float32_and_16_bit_kernels_meet_the_model_at_the_benchmark_shapes(report):
+    _, rows = report
+    below = [(r["kernel"], shape, round(at["fraction"], 2), at["binding"])
+             for r in rows if r["checked"] for shape, at in r["at_shapes"].items()
+             if at["fraction"] < floor(r, at_shape=True)]
+    assert not below, below
