@@ -1,10 +1,13 @@
 """Benchmark the edge op's backends, forward and forward+backward, against a copy of x.
 
-    python scripts/bench_op.py [--quick] [--device cpu|cuda] [--out DIR]
+    python scripts/bench_op.py [--quick] [--device cpu|cuda] [--out DIR] [--shapes 2x16x64x96x96 ...]
+                               [--backends cpp ...]
 
-Every backend that runs on the device, plus torch.compile of the python backend, in float32.
+Every backend that runs on the device, plus torch.compile of the python backend, in float32
+(--backends picks some of them, --shapes other shapes).
 Times are medians of torch.utils.benchmark on the machine's threads, all measured in one run
-so that their ratios hold on a noisy machine; x.clone() is the memory-bandwidth ceiling.
+so that their ratios hold on a noisy machine; x.clone() is the memory-bandwidth ceiling, timed
+right before and after each backend.
 Writes bench_op.csv and bench_op.png (time against size per backend) into --out and prints a
 Markdown table. On the CPU it also times the cpp backend on one single-channel 3D volume (the
 input layer at inference) with one thread and with all of them: the kernels cut such a volume
@@ -43,6 +46,7 @@ class Row:
     clone_ms: float
     forward_vs_clone: float
     forward_backward_vs_clone: float
+    backward_vs_clone: float  # (fwd+bwd - fwd) / clone; reading x, grad_y and writing grad_x costs 1.5
     speedup_vs_python: float
     speedup_vs_compiled: float
     saved_bytes_per_x: float
@@ -69,25 +73,45 @@ def saved_bytes(fn, x: torch.Tensor, alpha: torch.Tensor) -> int:
     return sum(storages.values())
 
 
-def backends_for(device: str) -> dict[str, object]:
-    compiled = torch.compile(ops.edge_enhance_reference, options=ops.INDUCTOR_OPTIONS)
-    backends = {
-        "python": lambda x, a: ops.edge_enhance(x, a, backend="python"),
-        "python+compile": lambda x, a: compiled(x, a),
-    }
+BACKENDS = ("python", "python+compile", "cpp", "cuda")
+
+
+def backends_for(device: str, names: tuple[str, ...] = BACKENDS) -> dict[str, object]:
+    """The backends among `names` that run on `device`."""
     native = "cuda" if device == "cuda" else "cpp"
-    backends[native] = lambda x, a: ops.edge_enhance(x, a, backend=native)
+    backends = {}
+    if "python" in names:
+        backends["python"] = lambda x, a: ops.edge_enhance(x, a, backend="python")
+    if "python+compile" in names:
+        compiled = torch.compile(ops.edge_enhance_reference, options=ops.INDUCTOR_OPTIONS)
+        backends["python+compile"] = lambda x, a: compiled(x, a)
+    if native in names:
+        backends[native] = lambda x, a: ops.edge_enhance(x, a, backend=native)
     return backends
 
 
-def bench_shape(shape, device: str, min_run_time: float) -> list[Row]:
+def parse_shape(text: str) -> tuple[int, ...]:
+    """'2x16x64x96x96' -> (2, 16, 64, 96, 96): (N, C, H, W) or (N, C, D, H, W)."""
+    try:
+        shape = tuple(int(n) for n in text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if len(shape) not in (4, 5) or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"a shape is NxCxHxW or NxCxDxHxW with positive sizes, got {text!r}")
+    return shape
+
+
+def bench_shape(shape, device: str, min_run_time: float, names: tuple[str, ...] = BACKENDS) -> list[Row]:
     torch.manual_seed(0)
     x = torch.randn(shape, device=device)
     alpha = torch.randn(shape[1], device=device)
     grad = torch.randn_like(x)
-    clone_ms = median_ms(lambda: x.clone(), min_run_time)
+
+    def clone_ms() -> float:
+        return median_ms(lambda: x.clone(), min_run_time)
+
     measured = {}
-    for name, fn in backends_for(device).items():
+    for name, fn in backends_for(device, names).items():
         xg = x.detach().requires_grad_()
         ag = alpha.detach().requires_grad_()
 
@@ -99,13 +123,18 @@ def bench_shape(shape, device: str, min_run_time: float) -> list[Row]:
             torch.autograd.backward(fn(xg, ag), grad)
             xg.grad = ag.grad = None
 
-        measured[name] = (
-            median_ms(forward, min_run_time),
-            median_ms(forward_backward, min_run_time),
-            saved_bytes(fn, x, alpha) / (x.numel() * x.element_size()),
-        )
+        # The copy is timed right before and after each backend, so that a machine whose load
+        # drifts during the run still gives each row's ratios the copy of its own moment.
+        before = clone_ms()
+        fwd, fwd_bwd = median_ms(forward, min_run_time), median_ms(forward_backward, min_run_time)
+        measured[name] = (fwd, fwd_bwd, saved_bytes(fn, x, alpha) / (x.numel() * x.element_size()),
+                          (before + clone_ms()) / 2)
+
+    def speedup_vs(name: str, fwd_bwd: float) -> float:
+        return measured[name][1] / fwd_bwd if name in measured else float("nan")
+
     rows = []
-    for name, (fwd, fwd_bwd, saved) in measured.items():
+    for name, (fwd, fwd_bwd, saved, clone) in measured.items():
         bwd = max(fwd_bwd - fwd, 1e-9)
         rows.append(
             Row(
@@ -113,16 +142,17 @@ def bench_shape(shape, device: str, min_run_time: float) -> list[Row]:
                 backend=name,
                 forward_ms=fwd,
                 forward_backward_ms=fwd_bwd,
-                clone_ms=clone_ms,
-                forward_vs_clone=fwd / clone_ms,
-                forward_backward_vs_clone=fwd_bwd / clone_ms,
-                speedup_vs_python=measured["python"][1] / fwd_bwd,
-                speedup_vs_compiled=measured["python+compile"][1] / fwd_bwd,
+                clone_ms=clone,
+                forward_vs_clone=fwd / clone,
+                forward_backward_vs_clone=fwd_bwd / clone,
+                backward_vs_clone=bwd / clone,
+                speedup_vs_python=speedup_vs("python", fwd_bwd),
+                speedup_vs_compiled=speedup_vs("python+compile", fwd_bwd),
                 saved_bytes_per_x=saved,
                 # forward moves 2 tensors (x in, y out), backward 3 (grad_y, x in, grad_x out);
                 # a copy moves 2 in clone_ms
-                forward_bandwidth_vs_copy=clone_ms / fwd,
-                backward_bandwidth_vs_copy=1.5 * clone_ms / bwd,
+                forward_bandwidth_vs_copy=clone / fwd,
+                backward_bandwidth_vs_copy=1.5 * clone / bwd,
             )
         )
     return rows
@@ -163,7 +193,7 @@ def thread_scaling(shape, min_run_time: float) -> list[dict]:
 
 def print_table(rows: list[Row]) -> None:
     header = (
-        "| shape | backend | fwd ms | fwd+bwd ms | fwd/clone | fwd+bwd/clone | x vs python | x vs compiled "
+        "| shape | backend | fwd ms | fwd+bwd ms | fwd/clone | fwd+bwd/clone | bwd/clone | x vs python | x vs compiled "
         "| saved/x bytes | fwd BW vs copy | bwd BW vs copy |"
     )
     print(header)
@@ -171,7 +201,8 @@ def print_table(rows: list[Row]) -> None:
     for r in rows:
         print(
             f"| {r.shape} | {r.backend} | {r.forward_ms:.1f} | {r.forward_backward_ms:.1f} | {r.forward_vs_clone:.2f} "
-            f"| {r.forward_backward_vs_clone:.2f} | {r.speedup_vs_python:.1f} | {r.speedup_vs_compiled:.1f} "
+            f"| {r.forward_backward_vs_clone:.2f} | {r.backward_vs_clone:.2f} "
+            f"| {r.speedup_vs_python:.1f} | {r.speedup_vs_compiled:.1f} "
             f"| {r.saved_bytes_per_x:.2f} | {r.forward_bandwidth_vs_copy:.0%} | {r.backward_bandwidth_vs_copy:.0%} |"
         )
 
@@ -198,7 +229,11 @@ def plot(rows: list[Row], path: Path) -> None:
                                 if r.backend == backend and ndim(r.shape) == dims)
                 if points:  # (elements, ms) pairs -> the x and the y values
                     ax.plot(*zip(*points, strict=True), style, marker="o", color=f"C{i}", label=f"{backend} {dims}D")
-            clone = sorted({(elements(r.shape), r.clone_ms) for r in rows if ndim(r.shape) == dims})
+            clones: dict[int, list[float]] = {}  # each backend's row has the copy of its moment
+            for r in rows:
+                if ndim(r.shape) == dims:
+                    clones.setdefault(elements(r.shape), []).append(r.clone_ms)
+            clone = sorted((n, sum(ms) / len(ms)) for n, ms in clones.items())
             if clone:
                 ax.plot(*zip(*clone, strict=True), style, color="black", label=f"x.clone() {dims}D")
         ax.set_xscale("log")
@@ -218,13 +253,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller shapes and shorter timing (under a minute)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--out", type=Path, default=Path("outputs/bench"))
+    parser.add_argument("--shapes", nargs="+", type=parse_shape, metavar="NxCx[D]xHxW",
+                        help="these shapes instead of the default ones (e.g. 2x16x64x96x96)")
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=BACKENDS,
+                        help="only these backends (default: every one that runs on the device)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda needs a visible GPU; run on a GPU machine or use --device cpu")
-    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES[args.device]
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES[args.device])
     min_run_time = 0.2 if args.quick else 1.0
     print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, float32")
-    rows = [row for shape in shapes for row in bench_shape(shape, args.device, min_run_time)]
+    names = tuple(args.backends)
+    rows = [row for shape in shapes for row in bench_shape(shape, args.device, min_run_time, names)]
+    if not rows:
+        parser.error(f"none of the backends {', '.join(names)} runs on {args.device}")
     print_table(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "bench_op.csv", "w", newline="") as f:

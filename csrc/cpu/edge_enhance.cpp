@@ -1,17 +1,21 @@
-// Fused CPU kernels of the edge op. Each (n, c) volume is swept slab by slab along its outer
-// axis, and the separable 3x3(x3) stencil is applied one axis at a time: across the rows of a
-// slab (middle axis, 3D only), across three slabs (outer axis), then along the row (inner
-// axis), so every inner loop is a plain, vectorizable loop over contiguous memory and each
-// input sample is combined a handful of times instead of 27. Backward recomputes g and m from
-// x (nothing is saved by forward) and keeps only rings of three slabs while it sweeps. Threads
-// share the work by (volume, slab range): a batch with fewer volumes than threads has each
-// volume cut into ranges of slabs, each of which recomputes the slab or two it needs past its
+// Fused CPU kernels of the edge op. Each (n, c) volume is swept plane by plane along its outer
+// axis, and each plane row by row along its middle axis; the separable 3x3(x3) stencil is
+// applied one axis at a time: along the outer axis (over three planes of x), across the rows
+// of a plane (middle axis, 3D only), then along the row (inner axis), so every inner loop is a
+// plain, vectorizable loop over contiguous memory and each input sample is combined a handful
+// of times instead of 27. Backward recomputes g and m from x (nothing is saved by forward) and
+// applies the adjoint in the reverse order: along the row, across the rows, along the outer
+// axis. Intermediate values live in rings of three rows (in L1) and, backward, of three planes
+// (in L2), so x and grad_y are read from memory once and the output is written once. Threads
+// share the work by (volume, plane range): a batch with fewer volumes than threads has each
+// volume cut into ranges of planes, each of which recomputes the plane or two it needs past its
 // ends.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../checks.h"
@@ -21,332 +25,288 @@ namespace segnet {
 namespace {
 
 // A volume seen as (outer, middle, inner) axes: (D, H, W) in 3D, (H, 1, W) in 2D. The outer
-// and inner axes are always filtered; the middle one only in 3D.
+// and inner axes are always filtered; the middle one only in 3D. A plane is all the rows at one
+// outer index: contiguous in memory.
 template <int NDIM>
 struct Frame {
   int outer, middle, inner;
   explicit Frame(const Extent& e)
       : outer(NDIM == 3 ? e.size[0] : e.size[1]), middle(NDIM == 3 ? e.size[1] : 1), inner(e.size[2]) {}
+  int64_t plane() const { return int64_t(middle) * inner; }
   int64_t row_offset(int s, int r) const { return (int64_t(s) * middle + r) * inner; }
 };
 
-// Derivative index (tensor order) of each frame axis.
-template <int NDIM>
-struct Deriv {
-  static constexpr int outer = 0;
-  static constexpr int middle = 1;  // 3D only
-  static constexpr int inner = NDIM - 1;
+// One value per derivative, by the axis it differentiates along (2D has no middle one: 0).
+template <typename acc_t>
+struct Triple {
+  acc_t outer, middle, inner;
 };
 
-// The middle-axis pass of the separable stencil, kept for the three slabs around the one being
-// processed (slot = slab % 3): every row smoothed ([1,2,1]) and differentiated ([-1,0,1])
-// across its neighbouring rows. In 2D the middle axis has one row and no filter: the smoothed
-// row is the row itself and nothing is differentiated.
-template <int NDIM, typename acc_t>
-struct MiddlePass {
-  int plane;  // middle * inner
-  int filled = -1;  // highest slab computed so far
-  std::vector<acc_t> smooth, deriv;
+// Three rows of the same length, one per derivative as above.
+template <typename acc_t>
+struct Rows {
+  acc_t* outer;
+  acc_t* middle;
+  acc_t* inner;
+};
 
-  explicit MiddlePass(const Frame<NDIM>& f)
-      : plane(f.middle * f.inner), smooth(3 * size_t(plane)), deriv(NDIM == 3 ? 3 * size_t(plane) : 0) {}
-
-  const acc_t* smoothed(int slab, int r, int W) const { return smooth.data() + (slab % 3) * plane + r * W; }
-  const acc_t* differentiated(int slab, int r, int W) const { return deriv.data() + (slab % 3) * plane + r * W; }
-
-  void restart(int first) { filled = first - 1; }  // a new range of slabs, from slab `first` on
-
-  // Make slabs up to `last` available (they are needed in order, each once).
-  template <typename scalar_t>
-  void advance_to(const scalar_t* vol, const Frame<NDIM>& f, int last) {
-    for (last = std::min(last, f.outer - 1); filled < last;) compute(vol, f, ++filled);
-  }
-
-  template <typename scalar_t>
-  void compute(const scalar_t* vol, const Frame<NDIM>& f, int s) {
-    const int W = f.inner;
-    for (int r = 0; r < f.middle; ++r) {
-      acc_t* __restrict sm = smooth.data() + (s % 3) * plane + r * W;
-      const scalar_t* __restrict mid = vol + f.row_offset(s, r);
-      if (NDIM == 2) {
-        for (int j = 0; j < W; ++j) sm[j] = static_cast<acc_t>(mid[j]);
-        continue;
-      }
-      acc_t* __restrict dv = deriv.data() + (s % 3) * plane + r * W;
-      const scalar_t* __restrict up = vol + f.row_offset(s, clamp_index(r - 1, f.middle));
-      const scalar_t* __restrict down = vol + f.row_offset(s, clamp_index(r + 1, f.middle));
-      for (int j = 0; j < W; ++j) {
-        const acc_t a = static_cast<acc_t>(up[j]), b = static_cast<acc_t>(mid[j]), c = static_cast<acc_t>(down[j]);
-        sm[j] = a + 2 * b + c;
-        dv[j] = c - a;
-      }
+// The adjoint of both 3-tap filters, clamped, along an axis of length n at index i: the
+// neighbours i-1, i, i+1 it gathers from and their weights in [-1,0,1]^T and in [1,2,1]^T. A
+// neighbour outside the axis gets weight 0 and index i, so that the loops need no branch.
+template <typename acc_t>
+struct AxisAdjoint {
+  int index[3];
+  acc_t diff[3], smooth[3];
+  AxisAdjoint(int i, int n) {
+    for (int k = 0; k < 3; ++k) {
+      const int neighbour = i + k - 1;
+      const bool inside = neighbour >= 0 && neighbour < n;
+      index[k] = inside ? neighbour : i;
+      diff[k] = inside ? adjoint_tap(kDeriv, neighbour, i, n) : 0.0f;
+      smooth[k] = inside ? adjoint_tap(kSmooth, neighbour, i, n) : 0.0f;
     }
   }
 };
 
-// The outer-axis pass for row (s, r), from the middle pass of slabs s-1, s, s+1 (clamped):
-// three rows of `rows` (each inner + 2 long, one replicated sample each side) that the pass
-// along the row turns into derivatives. Returns pointers to their first real sample.
-template <int NDIM, typename acc_t>
-struct OuterPass {
-  acc_t* inner;   // smoothed across rows: the inner derivative differentiates it along the row
-  acc_t* outer;   // differentiated along the outer axis: smoothed along the row
-  acc_t* middle;  // differentiated along the middle axis (3D): smoothed along the row
-};
-
-template <int NDIM, typename acc_t>
-OuterPass<NDIM, acc_t> outer_pass(const MiddlePass<NDIM, acc_t>& mp, const Frame<NDIM>& f, int s, int r, acc_t* rows) {
-  const int W = f.inner;
-  const int P = W + 2;
-  acc_t* __restrict t_inner = rows + 1;
-  acc_t* __restrict t_outer = rows + P + 1;
-  acc_t* __restrict t_middle = rows + 2 * P + 1;
-  const int before = clamp_index(s - 1, f.outer), after = clamp_index(s + 1, f.outer);
-  const acc_t* __restrict sa = mp.smoothed(before, r, W);
-  const acc_t* __restrict sb = mp.smoothed(s, r, W);
-  const acc_t* __restrict sc = mp.smoothed(after, r, W);
-  for (int j = 0; j < W; ++j) {
-    t_inner[j] = sa[j] + 2 * sb[j] + sc[j];
-    t_outer[j] = sc[j] - sa[j];
-  }
-  if (NDIM == 3) {
-    const acc_t* __restrict da = mp.differentiated(before, r, W);
-    const acc_t* __restrict db = mp.differentiated(s, r, W);
-    const acc_t* __restrict dc = mp.differentiated(after, r, W);
-    for (int j = 0; j < W; ++j) t_middle[j] = da[j] + 2 * db[j] + dc[j];
-  }
-  for (acc_t* t : {t_inner, t_outer, t_middle}) {  // replicate border along the row
-    t[-1] = t[0];
-    t[W] = t[W - 1];
-  }
-  return {t_inner, t_outer, t_middle};
-}
-
-// The pass along the row at sample j: the normalized derivatives (tensor order).
-template <int NDIM, typename acc_t>
-inline void derivatives_at(const OuterPass<NDIM, acc_t>& t, int j, acc_t inv, acc_t* g) {
-  g[Deriv<NDIM>::inner] = (t.inner[j + 1] - t.inner[j - 1]) * inv;
-  g[Deriv<NDIM>::outer] = (t.outer[j - 1] + 2 * t.outer[j] + t.outer[j + 1]) * inv;
-  if (NDIM == 3) g[Deriv<NDIM>::middle] = (t.middle[j - 1] + 2 * t.middle[j] + t.middle[j + 1]) * inv;
-}
-
-// Per-thread scratch of a volume sweep; allocated once per parallel chunk.
+// Per-thread scratch of a volume sweep, allocated once per parallel chunk. Rings hold three
+// rows (or planes), slot = index % 3. Padded rows have one ghost sample each side.
 template <int NDIM, typename acc_t>
 struct Scratch {
-  std::vector<acc_t> rows;          // the outer-axis pass of one row
-  std::vector<acc_t> v_slab;        // backward, 3D: one slab's v_d before the middle-axis adjoint
-  std::vector<acc_t> ring;          // backward: three slabs of middle-adjoined v_d
-  std::vector<acc_t> adjoint_rows;  // backward: one row's inputs to the adjoint along the row
-  MiddlePass<NDIM, acc_t> middle;
+  int inner;
+  int64_t plane;
+  std::vector<acc_t> along_outer;  // ring of rows: x smoothed, then x differentiated along the outer axis
+  std::vector<acc_t> padded;       // one row's derivative inputs (3); backward: its v_d (3)
+  std::vector<acc_t> adjoined;     // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
+  std::vector<acc_t> outer_inputs;  // backward: ring of planes of P, then Q (backward_slabs)
+  std::vector<AxisAdjoint<acc_t>> outer_taps, middle_taps;  // backward: at every index of the axis
+
   Scratch(const Frame<NDIM>& f, bool backward)
-      : rows(3 * (f.inner + 2)),
-        v_slab(backward && NDIM == 3 ? size_t(NDIM) * f.middle * f.inner : 0),
-        ring(backward ? 3 * size_t(NDIM) * f.middle * f.inner : 0),
-        adjoint_rows(backward ? 2 * size_t(f.inner) : 0),
-        middle(f) {}
+      : inner(f.inner),
+        plane(f.plane()),
+        along_outer(6 * size_t(inner)),
+        padded((backward ? 6 : 3) * size_t(inner + 2)),
+        adjoined(backward && NDIM == 3 ? 9 * size_t(inner) : 0),
+        outer_inputs(backward ? 6 * size_t(plane) : 0) {
+    for (int i = 0; backward && i < f.outer; ++i) outer_taps.emplace_back(i, f.outer);
+    for (int i = 0; backward && NDIM == 3 && i < f.middle; ++i) middle_taps.emplace_back(i, f.middle);
+  }
+
+  acc_t* smoothed_along_outer(int r) { return along_outer.data() + (r % 3) * size_t(inner); }
+  acc_t* differentiated_along_outer(int r) { return along_outer.data() + (3 + r % 3) * size_t(inner); }
+  acc_t* padded_row(int k) { return padded.data() + k * size_t(inner + 2) + 1; }
+  Rows<acc_t> adjoined_row(int r) {
+    acc_t* slot = adjoined.data() + 3 * (r % 3) * size_t(inner);
+    return {slot, slot + inner, slot + 2 * inner};
+  }
+  acc_t* P(int s) { return outer_inputs.data() + 2 * (s % 3) * plane; }
+  acc_t* Q(int s) { return outer_inputs.data() + (2 * (s % 3) + 1) * plane; }
 };
 
-// Slabs [begin, end) of a volume's outputs.
+// The row loops below carry `#pragma omp simd`: their rows never overlap, but they go through
+// more pointers than the compiler's alias checks cover, and it would leave them scalar.
+
+// Along the outer axis at row (s, r) (clamped neighbours): S x = [1,2,1] and D x = [-1,0,1],
+// into the ring.
+template <int NDIM, typename scalar_t, typename acc_t>
+void outer_pass(const scalar_t* vol, const Frame<NDIM>& f, int s, int r, Scratch<NDIM, acc_t>& sc) {
+  const scalar_t* a = vol + f.row_offset(clamp_index(s - 1, f.outer), r);
+  const scalar_t* b = vol + f.row_offset(s, r);
+  const scalar_t* c = vol + f.row_offset(clamp_index(s + 1, f.outer), r);
+  acc_t* smooth = sc.smoothed_along_outer(r);
+  acc_t* diff = sc.differentiated_along_outer(r);
+#pragma omp simd
+  for (int j = 0; j < f.inner; ++j) {
+    const acc_t before = static_cast<acc_t>(a[j]), here = static_cast<acc_t>(b[j]), after = static_cast<acc_t>(c[j]);
+    smooth[j] = before + 2 * here + after;
+    diff[j] = after - before;
+  }
+}
+
+// The inputs of the pass along row (s, r), padded, with ghost samples that replicate the row's
+// ends: across the rows (3D; clamped neighbours), S of the outer pass's D x feeds the outer
+// derivative, D of its S x the middle one and S of its S x the inner one. In 2D there are no
+// neighbouring rows: the outer pass is the input as it is, and the middle row stays 0. Rows are
+// taken in order; row r + 1 of the outer pass is computed on row r's turn.
+template <int NDIM, typename scalar_t, typename acc_t>
+Rows<acc_t> derivative_inputs(const scalar_t* vol, const Frame<NDIM>& f, int s, int r, Scratch<NDIM, acc_t>& sc) {
+  if (r == 0) outer_pass(vol, f, s, 0, sc);
+  if (r + 1 < f.middle) outer_pass(vol, f, s, r + 1, sc);
+  const Rows<acc_t> in{sc.padded_row(0), sc.padded_row(1), sc.padded_row(2)};
+  const int W = f.inner;
+  if (NDIM == 2) {
+    std::copy(sc.differentiated_along_outer(r), sc.differentiated_along_outer(r) + W, in.outer);
+    std::copy(sc.smoothed_along_outer(r), sc.smoothed_along_outer(r) + W, in.inner);
+  } else {
+    const int up = clamp_index(r - 1, f.middle), down = clamp_index(r + 1, f.middle);
+    const acc_t *s0 = sc.smoothed_along_outer(up), *s1 = sc.smoothed_along_outer(r), *s2 = sc.smoothed_along_outer(down);
+    const acc_t *d0 = sc.differentiated_along_outer(up), *d1 = sc.differentiated_along_outer(r),
+                *d2 = sc.differentiated_along_outer(down);
+#pragma omp simd
+    for (int j = 0; j < W; ++j) {
+      in.outer[j] = d0[j] + 2 * d1[j] + d2[j];
+      in.middle[j] = s2[j] - s0[j];
+      in.inner[j] = s0[j] + 2 * s1[j] + s2[j];
+    }
+  }
+  for (acc_t* row : {in.outer, in.middle, in.inner}) {
+    row[-1] = row[0];
+    row[W] = row[W - 1];
+  }
+  return in;
+}
+
+// Along the row at sample j: the normalized derivatives g_d.
+template <int NDIM, typename acc_t>
+inline Triple<acc_t> derivatives_at(const Rows<acc_t>& in, int j, acc_t inv) {
+  Triple<acc_t> g;
+  g.outer = (in.outer[j - 1] + 2 * in.outer[j] + in.outer[j + 1]) * inv;
+  g.middle = NDIM == 3 ? (in.middle[j - 1] + 2 * in.middle[j] + in.middle[j + 1]) * inv : acc_t(0);
+  g.inner = (in.inner[j + 1] - in.inner[j - 1]) * inv;
+  return g;
+}
+
+template <typename acc_t>
+inline acc_t sum_of_squares(const Triple<acc_t>& g) {
+  return g.outer * g.outer + g.middle * g.middle + g.inner * g.inner;
+}
+
+// Planes [begin, end) of a volume's outputs.
 template <int NDIM, typename scalar_t>
 void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> eps,
                    const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
   using acc_t = at::opmath_type<scalar_t>;
   const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
-  sc.middle.restart(std::max(begin - 1, 0));
   for (int s = begin; s < end; ++s) {
-    sc.middle.advance_to(x, f, s + 1);
     for (int r = 0; r < f.middle; ++r) {
-      const OuterPass<NDIM, acc_t> t = outer_pass(sc.middle, f, s, r, sc.rows.data());
-      const scalar_t* __restrict xr = x + f.row_offset(s, r);
-      scalar_t* __restrict yr = y + f.row_offset(s, r);
+      const Rows<acc_t> in = derivative_inputs(x, f, s, r, sc);
+      const scalar_t* xr = x + f.row_offset(s, r);
+      scalar_t* yr = y + f.row_offset(s, r);
+#pragma omp simd
       for (int j = 0; j < f.inner; ++j) {  // the pass along the row, fused with the output
-        acc_t d[3];
-        derivatives_at<NDIM>(t, j, inv, d);
-        acc_t sum_of_squares = 0;
-        for (int k = 0; k < NDIM; ++k) sum_of_squares += d[k] * d[k];
-        yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, edge_magnitude(sum_of_squares, eps)));
+        const acc_t m = edge_magnitude(sum_of_squares(derivatives_at<NDIM>(in, j, inv)), eps);
+        yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, m));
       }
     }
   }
 }
 
-// v_d of one slab (all middle rows at outer index s) into `v` (NDIM planes of middle * inner);
-// returns the slab's share of sum(grad_y * m). The pass along the row, the magnitude and v_d
-// are one loop; its sum runs in kLanes fixed partial sums, which vectorize without -ffast-math
-// and add up in the same order on every run.
-template <int NDIM, typename scalar_t>
-double adjoint_inputs_slab(const scalar_t* x, const scalar_t* gy, at::opmath_type<scalar_t> alpha,
-                           at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s,
-                           at::opmath_type<scalar_t>* v, Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
-  using acc_t = at::opmath_type<scalar_t>;
-  constexpr int kLanes = 16;
-  const int W = f.inner;
-  const int64_t plane = int64_t(f.middle) * W;
+// v_d = alpha * grad_y * g_d / m along a row, into the padded rows `v`, times the normalization
+// 1/8 or 1/32 of the adjoint that follows (a power of two: exact); returns the row's
+// sum(grad_y * m). The sum runs in the vector lanes and adds them up in an order fixed at
+// compile time: the same on every run and for any number of threads.
+template <int NDIM, typename scalar_t, typename acc_t>
+acc_t adjoint_inputs_row(const Rows<acc_t>& in, const scalar_t* grad_y, acc_t alpha, acc_t eps, int W, Rows<acc_t> v) {
   const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
-  double slab_sum = 0;
-  sc.middle.advance_to(x, f, s + 1);
-  for (int r = 0; r < f.middle; ++r) {
-    const OuterPass<NDIM, acc_t> t = outer_pass(sc.middle, f, s, r, sc.rows.data());
-    const scalar_t* __restrict gr = gy + f.row_offset(s, r);
-    acc_t* __restrict v0 = v + int64_t(r) * W;
-    acc_t* __restrict v1 = v0 + plane;
-    acc_t* __restrict v2 = v0 + 2 * plane;
-    auto at = [&](int j) {  // v_d at sample j; returns grad_y * m there
-      acc_t d[3];
-      derivatives_at<NDIM>(t, j, inv, d);
-      acc_t sum_of_squares = 0;
-      for (int k = 0; k < NDIM; ++k) sum_of_squares += d[k] * d[k];
-      const acc_t m = edge_magnitude(sum_of_squares, eps);
-      const acc_t g = static_cast<acc_t>(gr[j]);
-      const acc_t scale = adjoint_scale(alpha, g, m);
-      v0[j] = scale * d[0];
-      v1[j] = scale * d[1];
-      if (NDIM == 3) v2[j] = scale * d[2];
-      return g * m;
-    };
-    acc_t lanes[kLanes] = {};
-    int j = 0;
-    for (; j + kLanes <= W; j += kLanes) {
-      for (int k = 0; k < kLanes; ++k) lanes[k] += at(j + k);
-    }
-    for (; j < W; ++j) lanes[0] += at(j);
-    acc_t row_sum = 0;
-    for (int k = 0; k < kLanes; ++k) row_sum += lanes[k];
-    slab_sum += row_sum;
-  }
-  return slab_sum;
-}
-
-// Where sample i of an axis of length n gathers from in the adjoint of a clamped 3-tap filter:
-// its neighbours i-1, i, i+1 with their weights. A neighbour outside the axis gets weight 0 and
-// index i, so that the loops that read it need no branch.
-struct AdjointTaps {
-  int index[3];
-  float weight[3];
-};
-
-inline AdjointTaps adjoint_taps(int filter, int i, int n) {
-  AdjointTaps t;
-  for (int k = 0; k < 3; ++k) {
-    const int neighbour = i + k - 1;
-    const bool inside = neighbour >= 0 && neighbour < n;
-    t.index[k] = inside ? neighbour : i;
-    t.weight[k] = inside ? adjoint_tap(filter, neighbour, i, n) : 0.0f;
-  }
-  return t;
-}
-
-// out[j] = sum_k w[k] * in[k][j]
-template <typename acc_t>
-void combine3(acc_t* __restrict out, const acc_t* const* in, const float* w, int n) {
-  const acc_t w0 = w[0], w1 = w[1], w2 = w[2];
-  const acc_t* __restrict a = in[0];
-  const acc_t* __restrict b = in[1];
-  const acc_t* __restrict c = in[2];
-  for (int j = 0; j < n; ++j) out[j] = w0 * a[j] + w1 * b[j] + w2 * c[j];
-}
-
-// 3D: the middle-axis part of sum_d K_d^T v_d for one slab, from its v planes into `a`
-// (derivative d differentiates along the middle axis when d is the middle one).
-template <int NDIM, typename acc_t>
-void middle_adjoint(const acc_t* v, acc_t* a, const Frame<NDIM>& f) {
-  const int W = f.inner;
-  const int64_t plane = int64_t(f.middle) * W;
-  for (int r = 0; r < f.middle; ++r) {
-    for (int d = 0; d < NDIM; ++d) {
-      const AdjointTaps t = adjoint_taps(d == Deriv<NDIM>::middle ? kDeriv : kSmooth, r, f.middle);
-      const acc_t* in[3];
-      for (int k = 0; k < 3; ++k) in[k] = v + d * plane + int64_t(t.index[k]) * W;
-      combine3(a + d * plane + int64_t(r) * W, in, t.weight, W);
-    }
-  }
-}
-
-// Adjoint along the row at a border sample j: the clamped taps of both filters.
-template <typename acc_t>
-acc_t row_adjoint_at(const acc_t* deriv_in, const acc_t* smooth_in, int j, int W) {
   acc_t sum = 0;
-  for (int i = std::max(j - 1, 0); i <= std::min(j + 1, W - 1); ++i) {
-    sum += acc_t(adjoint_tap(kDeriv, i, j, W)) * deriv_in[i] + acc_t(adjoint_tap(kSmooth, i, j, W)) * smooth_in[i];
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < W; ++j) {
+    const Triple<acc_t> g = derivatives_at<NDIM>(in, j, inv);
+    const acc_t m = edge_magnitude(sum_of_squares(g), eps);
+    const acc_t grad = static_cast<acc_t>(grad_y[j]);
+    const acc_t scale = adjoint_scale(alpha, grad, m) * inv;
+    v.outer[j] = scale * g.outer;
+    v.middle[j] = scale * g.middle;
+    v.inner[j] = scale * g.inner;
+    sum += grad * m;
   }
   return sum;
 }
 
-// grad_x for the rows of slab s, from the middle-adjoined v_d of slabs s-1, s, s+1 (ring
-// slots): the outer-axis part, then the pass along the row.
-template <int NDIM, typename scalar_t>
-void grad_input_slab(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int s,
-                     at::opmath_type<scalar_t>* const* ring, std::vector<at::opmath_type<scalar_t>>& rows) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int W = f.inner;
-  const int64_t plane = int64_t(f.middle) * W;
-  acc_t* __restrict s_inner = rows.data();       // feeds the inner derivative's adjoint
-  acc_t* __restrict s_smooth = rows.data() + W;  // feeds the inner smoothing's adjoint
-  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
-  const AdjointTaps smooth = adjoint_taps(kSmooth, s, f.outer);
-  const AdjointTaps deriv = adjoint_taps(kDeriv, s, f.outer);  // same neighbours, other weights
-  for (int r = 0; r < f.middle; ++r) {
-    const int64_t row = int64_t(r) * W;
-    const acc_t* inner[3];
-    const acc_t* outer[3];
-    const acc_t* middle[3];
-    for (int k = 0; k < 3; ++k) {
-      const acc_t* a = ring[smooth.index[k] % 3];
-      inner[k] = a + Deriv<NDIM>::inner * plane + row;
-      outer[k] = a + Deriv<NDIM>::outer * plane + row;
-      middle[k] = a + (NDIM == 3 ? Deriv<NDIM>::middle : 0) * plane + row;
-    }
-    combine3(s_inner, inner, smooth.weight, W);
-    combine3(s_smooth, outer, deriv.weight, W);
-    if (NDIM == 3) {
-      const acc_t w0 = smooth.weight[0], w1 = smooth.weight[1], w2 = smooth.weight[2];
-      for (int j = 0; j < W; ++j) s_smooth[j] += w0 * middle[0][j] + w1 * middle[1][j] + w2 * middle[2][j];
-    }
-    // Along the row: interior samples see the flipped taps, border samples the clamped ones.
-    const scalar_t* __restrict gr = gy + f.row_offset(s, r);
-    scalar_t* __restrict out = gx + f.row_offset(s, r);
-    for (int j = 1; j < W - 1; ++j) {
-      const acc_t adj = s_inner[j - 1] - s_inner[j + 1] + s_smooth[j - 1] + 2 * s_smooth[j] + s_smooth[j + 1];
-      out[j] = static_cast<scalar_t>(static_cast<acc_t>(gr[j]) + adj * inv);
-    }
-    for (int j : {0, W - 1}) {
-      out[j] = static_cast<scalar_t>(static_cast<acc_t>(gr[j]) + row_adjoint_at(s_inner, s_smooth, j, W) * inv);
-    }
+// The adjoint along the row of the padded rows v: [1,2,1]^T of the outer and middle v_d,
+// [-1,0,1]^T of the inner one, into `out`. The ghost samples make it the clamped adjoint of
+// docs/edge-op.md in one loop: a ghost u[-1] = u[0] gives [1,2,1]^T its border sum 3 u[0] +
+// u[1], a ghost u[-1] = -u[0] gives [-1,0,1]^T its -u[0] - u[1]; mirrored at the far end, and
+// both give 4 u[0] and 0 on a row of one sample.
+template <int NDIM, typename acc_t>
+void row_adjoint(Rows<acc_t> v, int W, Rows<acc_t> out) {
+  for (acc_t* u : {v.outer, v.middle}) {
+    u[-1] = u[0];
+    u[W] = u[W - 1];
+  }
+  v.inner[-1] = -v.inner[0];
+  v.inner[W] = -v.inner[W - 1];
+#pragma omp simd
+  for (int j = 0; j < W; ++j) {
+    out.outer[j] = v.outer[j - 1] + 2 * v.outer[j] + v.outer[j + 1];
+    if (NDIM == 3) out.middle[j] = v.middle[j - 1] + 2 * v.middle[j] + v.middle[j + 1];
+    out.inner[j] = v.inner[j - 1] - v.inner[j + 1];
   }
 }
 
-// One slab's v_d, middle-adjoined (3D) into its ring slot; returns its share of grad_alpha.
+// 3D: row q of P and Q of plane s, from the ring of row-adjoined v_d: across the rows,
+// [1,2,1]^T of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner
+// one is Q.
+template <int NDIM, typename acc_t>
+void middle_adjoint(Scratch<NDIM, acc_t>& sc, const Frame<NDIM>& f, int s, int q) {
+  const AxisAdjoint<acc_t>& t = sc.middle_taps[q];
+  const Rows<acc_t> a0 = sc.adjoined_row(t.index[0]), a1 = sc.adjoined_row(t.index[1]), a2 = sc.adjoined_row(t.index[2]);
+  acc_t* P = sc.P(s) + int64_t(q) * f.inner;
+  acc_t* Q = sc.Q(s) + int64_t(q) * f.inner;
+#pragma omp simd
+  for (int j = 0; j < f.inner; ++j) {
+    P[j] = t.smooth[0] * a0.outer[j] + t.smooth[1] * a1.outer[j] + t.smooth[2] * a2.outer[j];
+    Q[j] = t.diff[0] * a0.middle[j] + t.diff[1] * a1.middle[j] + t.diff[2] * a2.middle[j] +
+           t.smooth[0] * a0.inner[j] + t.smooth[1] * a1.inner[j] + t.smooth[2] * a2.inner[j];
+  }
+}
+
+// grad_x at row (p, q) = grad_y + the adjoint along the outer axis of P ([-1,0,1]^T) and Q
+// ([1,2,1]^T), whose planes p-1, p, p+1 are in the ring.
+template <int NDIM, typename scalar_t, typename acc_t>
+void grad_input_row(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int p, int q, Scratch<NDIM, acc_t>& sc) {
+  const AxisAdjoint<acc_t>& t = sc.outer_taps[p];
+  const int64_t row = int64_t(q) * f.inner;
+  const acc_t *P0 = sc.P(t.index[0]) + row, *P1 = sc.P(t.index[1]) + row, *P2 = sc.P(t.index[2]) + row;
+  const acc_t *Q0 = sc.Q(t.index[0]) + row, *Q1 = sc.Q(t.index[1]) + row, *Q2 = sc.Q(t.index[2]) + row;
+  const scalar_t* grad_y = gy + f.row_offset(p, q);
+  scalar_t* out = gx + f.row_offset(p, q);
+#pragma omp simd
+  for (int j = 0; j < f.inner; ++j) {
+    const acc_t adjoint = t.diff[0] * P0[j] + t.diff[1] * P1[j] + t.diff[2] * P2[j] +
+                          t.smooth[0] * Q0[j] + t.smooth[1] * Q1[j] + t.smooth[2] * Q2[j];
+    out[j] = static_cast<scalar_t>(static_cast<acc_t>(grad_y[j]) + adjoint);
+  }
+}
+
+// One plane of the backward march: P and Q of plane s into its ring slot, row by row, and with
+// each of their rows q, grad_x at row q of planes [done_begin, done_end), which plane s
+// completes. Returns plane s's share of grad_alpha. Row q of P and Q is complete once the
+// row-adjoined v_d of row q + 1 is in (3D; in 2D a plane is one row, adjoined straight into P
+// and Q).
 template <int NDIM, typename scalar_t>
-double fill_ring_slot(const scalar_t* gy, const scalar_t* x, at::opmath_type<scalar_t> alpha,
-                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s, at::opmath_type<scalar_t>* slot,
+double backward_plane(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
+                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s, int done_begin, int done_end,
                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
-  if (NDIM == 2) return adjoint_inputs_slab<NDIM>(x, gy, alpha, eps, f, s, slot, sc);  // no middle axis
-  const double share = adjoint_inputs_slab<NDIM>(x, gy, alpha, eps, f, s, sc.v_slab.data(), sc);
-  middle_adjoint(sc.v_slab.data(), slot, f);
+  using acc_t = at::opmath_type<scalar_t>;
+  const Rows<acc_t> v{sc.padded_row(3), sc.padded_row(4), sc.padded_row(5)};
+  auto row_complete = [&](int q) {
+    if (NDIM == 3) middle_adjoint(sc, f, s, q);
+    for (int p = done_begin; p < done_end; ++p) grad_input_row(gy, gx, f, p, q, sc);
+  };
+  double share = 0;
+  for (int r = 0; r < f.middle; ++r) {
+    const Rows<acc_t> in = derivative_inputs(x, f, s, r, sc);
+    share += adjoint_inputs_row<NDIM>(in, gy + f.row_offset(s, r), alpha, eps, f.inner, v);
+    row_adjoint<NDIM>(v, f.inner, NDIM == 3 ? sc.adjoined_row(r) : Rows<acc_t>{sc.P(s), nullptr, sc.Q(s)});
+    if (r > 0) row_complete(r - 1);
+    if (r == f.middle - 1) row_complete(r);
+  }
   return share;
 }
 
-// grad_x at slabs [begin, end) of a volume; returns their share of grad_alpha. The adjoint
-// reaches one slab to each side, so v is computed from slab begin - 1 to end (the slabs outside
-// the range add nothing to the share).
+// grad_x at planes [begin, end) of a volume; returns their share of grad_alpha. One pass over
+// the planes: grad_x at plane p is complete once P and Q of plane p + 1 are in (of p itself
+// for the last plane). The adjoint reaches one plane to each side, so P and Q are computed from
+// plane begin - 1 to end (the planes outside the range add nothing to the share).
 template <int NDIM, typename scalar_t>
 double backward_slabs(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
                       at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc,
                       int begin, int end) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int64_t slab = int64_t(NDIM) * f.middle * f.inner;
-  acc_t* ring[3] = {sc.ring.data(), sc.ring.data() + slab, sc.ring.data() + 2 * slab};
-  const int first = std::max(begin - 1, 0);
-  sc.middle.restart(std::max(first - 1, 0));
   double total = 0;
-  auto fill = [&](int s) {
-    const double share = fill_ring_slot<NDIM>(gy, x, alpha, eps, f, s, ring[s % 3], sc);
+  for (int s = std::max(begin - 1, 0); s <= std::min(end, f.outer - 1); ++s) {
+    const int done_begin = std::max(s - 1, begin), done_end = std::min(s == f.outer - 1 ? s + 1 : s, end);
+    const double share = backward_plane<NDIM>(gy, x, gx, alpha, eps, f, s, done_begin, done_end, sc);
     if (s >= begin && s < end) total += share;
-  };
-  for (int s = first; s <= begin; ++s) fill(s);
-  for (int s = begin; s < end; ++s) {
-    if (s + 1 < f.outer) fill(s + 1);
-    grad_input_slab<NDIM>(gy, gx, f, s, ring, sc.adjoint_rows);
   }
   return total;
 }
