@@ -178,12 +178,7 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
 template <int NDIM, class Group>
 SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int unit_warps) {
   const int first = begin > 0 ? begin - 1 : 0, last = end < outer ? end : outer - 1;
-  group.each([&](auto& lane) {
-    lane.fetch(Slot<0>{}, first - 1);
-    lane.ahead.commit();
-    lane.fetch(Slot<1>{}, first);
-    lane.ahead.commit();
-  });
+  start_ring(group, first - 1);
   const auto prime = [&](auto slot, int q) {
     arrive_plane<NDIM>(group, slot, q);
     group.each([&](auto& lane) {
@@ -212,12 +207,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int u
     const bool emit = p - 1 >= begin;
     group.each([&](auto& lane) { lane.outer_adjoint(p, emit); });
   };
-  int p = first;
-  for (; p + 1 <= last; p += 2) {
-    step(Slot<0>{}, p);
-    step(Slot<1>{}, p + 1);
-  }
-  if (p <= last) step(Slot<0>{}, p);
+  march_in_pairs(first, last, step);
   if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
   group.reduce_warp_sums();
 }

@@ -44,12 +44,7 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
 // slides by renaming registers, not moving them).
 template <int NDIM, class Group>
 SEGNET_HD void forward_march(Group& group, int begin, int end) {
-  group.each([&](auto& lane) {
-    lane.fetch(Slot<0>{}, begin - 1);
-    lane.ahead.commit();
-    lane.fetch(Slot<1>{}, begin);
-    lane.ahead.commit();
-  });
+  start_ring(group, begin - 1);
   const auto prime = [&](auto slot, int q) {
     arrive_plane<NDIM>(group, slot, q);
     group.each([&](auto& lane) {
@@ -66,12 +61,7 @@ SEGNET_HD void forward_march(Group& group, int begin, int end) {
       lane.emit(p);
     });
   };
-  int p = begin;
-  for (; p + 1 < end; p += 2) {
-    step(Slot<0>{}, p);
-    step(Slot<1>{}, p + 1);
-  }
-  if (p < end) step(Slot<0>{}, p);
+  march_in_pairs(begin, end - 1, step);
 }
 
 }  // namespace segnet

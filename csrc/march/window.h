@@ -134,6 +134,28 @@ struct MarchLane {
   }
 };
 
+// The march's start: planes q and q + 1 into ring slots 0 and 1, one group of loads each.
+template <class Group>
+SEGNET_HD void start_ring(Group& group, int q) {
+  group.each([&](auto& lane) {
+    lane.fetch(Slot<0>{}, q);
+    lane.ahead.commit();
+    lane.fetch(Slot<1>{}, q + 1);
+    lane.ahead.commit();
+  });
+}
+
+// step(slot, p) for p = first .. last, two per iteration: slot 0 for p - first even, 1 for odd.
+template <class Step>
+SEGNET_HD void march_in_pairs(int first, int last, Step&& step) {
+  int p = first;
+  for (; p + 1 <= last; p += 2) {
+    step(Slot<0>{}, p);
+    step(Slot<1>{}, p + 1);
+  }
+  if (p <= last) step(Slot<0>{}, p);
+}
+
 // Plane q arrives at every lane of the group from ring slot SLOT: afterwards each window holds
 // the raw derivatives at plane q - 1.
 template <int NDIM, class Group, int SLOT>
