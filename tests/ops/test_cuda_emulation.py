@@ -21,9 +21,9 @@ from helpers.op import (
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
-# Several segments along the outer axis (8 planes or more each), several 3D row units (6 rows
-# each), rows that are not whole strips.
-MULTI_TILE = [(2, 3, 20, 70), (1, 2, 9, 17, 70), (3, 1, 5, 9, 33)]
+# Several segments along the outer axis (8 planes or more each), several 3D row units (14 rows
+# each for whole vectors, 6 in the general form), rows that are not whole strips.
+MULTI_TILE = [(2, 3, 20, 70), (1, 2, 9, 17, 70), (3, 1, 5, 9, 33), (1, 2, 9, 31, 24)]
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
