@@ -208,6 +208,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int u
     group.each([&](auto& lane) { lane.outer_adjoint(p, emit); });
   };
   march_in_pairs(first, last, step);
+  group.each([&](auto& lane) { lane.ahead.drain(); });
   if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
   group.reduce_warp_sums();
 }

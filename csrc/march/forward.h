@@ -62,6 +62,7 @@ SEGNET_HD void forward_march(Group& group, int begin, int end) {
     });
   };
   march_in_pairs(begin, end - 1, step);
+  group.each([&](auto& lane) { lane.ahead.drain(); });
 }
 
 }  // namespace segnet

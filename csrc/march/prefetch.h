@@ -80,6 +80,16 @@ struct Prefetch<true, ROWS, S, scalar_t> {
   SEGNET_HD void take(Slot<SLOT>, int row, acc_t (&out)[S]) const {
     widen_staged<S>(slot(SLOT, row), out);
   }
+  // At the march's end: the loads beyond it must land before the thread leaves, or they could
+  // write into the shared memory of the next block the SM starts.
+  SEGNET_HD void drain() {
+#if defined(__CUDA_ARCH__)
+    commit_copies();
+    wait_for_copies<0>();
+#else
+    groups.assign(1, {});  // nothing reads them
+#endif
+  }
 };
 
 template <int ROWS, int S, typename scalar_t>
@@ -92,6 +102,7 @@ struct Prefetch<false, ROWS, S, scalar_t> {
   }
   SEGNET_HD void commit() {}
   SEGNET_HD void wait() {}
+  SEGNET_HD void drain() {}
   template <int SLOT, typename acc_t>
   SEGNET_HD void take(Slot<SLOT>, int row, acc_t (&out)[S]) const {
     widen(ring[SLOT][row].samples, out);
