@@ -1,11 +1,14 @@
 // CUDA kernels of the edge op: thin __global__ wrappers around the march of csrc/march/, one
-// thread per lane (the host emulation runs the same march for all lanes of a unit at once).
+// thread per lane (the host emulation, csrc/cpu/emulation.cpp, runs the same march a warp at a time).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
+
+#include <array>
+#include <mutex>
 
 #include "../checks.h"
 #include "../march/backward.h"
@@ -81,16 +84,22 @@ __global__ void __launch_bounds__(kSumThreads)
 }
 
 // A block of the 3D backward pass stages 88 KB: more than a launch gets without opting in (48 KB),
-// within every architecture the library is built for (99 KB on sm_86, sm_89, sm_120).
-template <typename Kernel>
-void allow_shared_memory(Kernel* kernel, size_t bytes) {
+// within every architecture the library is built for (99 KB on sm_86, sm_89, sm_120). A kernel's
+// block needs the same bytes at every launch (they follow from its template arguments), so the
+// opt-in is made once per kernel and device, not at every step of a training.
+template <auto Kernel>
+void allow_shared_memory(size_t bytes) {
   if (bytes <= kDefaultSharedBytes) return;
-  int device = 0, most = 0;
+  static std::array<std::once_flag, C10_COMPILE_TIME_MAX_GPUS> allowed;
+  int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  TORCH_CHECK(bytes <= size_t(most), "edge_enhance: the CUDA kernel needs ", bytes, " bytes of shared memory per block, ",
-              "this GPU allows ", most, "; use op.backend=cpp or python on it");
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  std::call_once(allowed[device], [&] {
+    int most = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    TORCH_CHECK(bytes <= size_t(most), "edge_enhance: the CUDA kernel needs ", bytes, " bytes of shared memory per ",
+                "block, this GPU allows ", most, "; use op.backend=cpp or python on it");
+    C10_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  });
 }
 
 void check_cuda_input(const at::Tensor& x) {
@@ -110,8 +119,8 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
       constexpr int NDIM = decltype(ndim)::value;
       const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
       with_vector(g.vector, [&](auto vector) {
-        const auto kernel = forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
-        allow_shared_memory(kernel, g.shared_bytes);
+        constexpr auto kernel = forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
+        allow_shared_memory<kernel>(g.shared_bytes);
         kernel<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
             g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
             march_eps<acc_t>(NDIM, eps));
@@ -137,8 +146,8 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
       const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx});
       const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
       with_vector(g.vector, [&](auto vector) {
-        const auto kernel = backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
-        allow_shared_memory(kernel, g.shared_bytes);
+        constexpr auto kernel = backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
+        allow_shared_memory<kernel>(g.shared_bytes);
         kernel<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
             g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
             gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps));

@@ -55,7 +55,7 @@ struct Prefetch<true, ROWS, S, scalar_t> {
 #else
     scalar_t* to = slot(SLOT, row);
     for (int i = 0; i < S; ++i) to[i] = std::numeric_limits<scalar_t>::quiet_NaN();
-    groups.back().push_back({to, from_row + (w0 < n - S ? w0 : n - S)});
+    groups.back().push_back({to, vector_strip<S>(from_row, w0, n)});
 #endif
   }
   SEGNET_HD void commit() {

@@ -35,7 +35,7 @@ struct VectorOf {
 };
 #endif
 
-// A strip loaded sample by sample and not yet used (the general form's prefetch, window.h).
+// A strip loaded sample by sample and not yet used (the general form's prefetch, prefetch.h).
 template <int S, typename scalar_t>
 struct LoadedStrip {
   scalar_t samples[S];
@@ -60,40 +60,38 @@ SEGNET_HD void load_strip(const scalar_t* row, int w0, int n, LoadedStrip<S, sca
   for (int i = 0; i < S; ++i) out.samples[i] = row[clamp_index(w0 + i, n)];
 }
 
-// The same strip when it is one whole vector (n % S == 0, aligned rows), copied to `to` in shared
-// memory without passing through registers (cp.async: the copy runs while the lane computes, and
-// nothing but the explicit wait_for_copies() waits for it). Lanes past the row end copy its last
-// strip, which is valid memory (their values are never used).
+// Where the strip at w0 starts when it is one whole vector (n % S == 0, aligned rows): lanes
+// past the row end take its last strip, which is valid memory (their values are never used).
 template <int S, typename scalar_t>
-SEGNET_HD void copy_strip_async(const scalar_t* row, int w0, int n, scalar_t* to) {
-  const scalar_t* from = row + (w0 < n - S ? w0 : n - S);
+SEGNET_HD const scalar_t* vector_strip(const scalar_t* row, int w0, int n) {
+  return row + (w0 < n - S ? w0 : n - S);
+}
+
+#if defined(__CUDACC__)
+// The whole-vector strip at w0, copied to `to` in shared memory without passing through
+// registers (cp.async: the copy runs while the lane computes, and nothing but the explicit
+// wait_for_copies() waits for it). The host emulation performs the copies itself (prefetch.h).
+template <int S, typename scalar_t>
+__device__ __forceinline__ void copy_strip_async(const scalar_t* row, int w0, int n, scalar_t* to) {
+  const scalar_t* from = vector_strip<S>(row, w0, n);
   constexpr int kBytes = S * sizeof(scalar_t);
-#if defined(__CUDA_ARCH__)
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
   if constexpr (kBytes == 16) {  // .cg: 16-byte copies may skip L1 (the halo rows hit L2 anyway)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from) : "memory");
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(from), "n"(kBytes) : "memory");
   }
-#else
-  std::memcpy(to, from, kBytes);
-#endif
 }
 
 // Closes the group of copies issued since the last call.
-SEGNET_HD void commit_copies() {
-#if defined(__CUDA_ARCH__)
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 // Waits until at most PENDING of this lane's most recent groups of copies are still in flight.
 template <int PENDING>
-SEGNET_HD void wait_for_copies() {
-#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ void wait_for_copies() {
   asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
-#endif
 }
+#endif
 
 template <int S, typename scalar_t, typename acc_t>
 SEGNET_HD void widen(const scalar_t* samples, acc_t (&out)[S]) {
