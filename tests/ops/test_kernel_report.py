@@ -15,9 +15,7 @@ import torch
 
 from helpers import ROOT
 from ops.library import DEFAULT_CUDA_HOME
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import kernel_report  # noqa: E402
+from scripts import kernel_report
 
 NVCC = Path(DEFAULT_CUDA_HOME) / "bin" / "nvcc"
 
@@ -106,23 +104,13 @@ def test_no_instantiation_spills_or_uses_a_stack_frame(report):
     assert rows and not offenders, offenders
 
 
-def floor(row: dict, at_shape: bool) -> float:
-    """The issue's thresholds: 0.8 forward, 0.6 backward at the model's best geometry (0.45 for
-    the 16-bit 3D backward pass), 0.6 / 0.45 at the benchmark shapes."""
-    if at_shape:
-        return 0.6 if row["direction"] == "forward" else 0.45
-    if (row["ndim"], row["direction"]) == (3, "backward") and row["dtype"] in ("float16", "bfloat16"):
-        return 0.45
-    return 0.8 if row["direction"] == "forward" else 0.6
-
-
 @needs_nvcc
 def test_float32_and_16_bit_kernels_meet_the_model_at_its_best_geometry(report):
     _, rows = report
     checked = [r for r in rows if r["checked"]]
     assert len(checked) == 12
     below = [(r["kernel"], round(r["modeled_fraction"], 2), r["binding"]) for r in checked
-             if r["modeled_fraction"] < floor(r, at_shape=False)]
+             if r["modeled_fraction"] < kernel_report.floor(r["ndim"], r["direction"], r["dtype"], at_shape=False)]
     assert not below, below
 
 
@@ -135,5 +123,5 @@ def test_float32_and_16_bit_kernels_meet_the_model_at_the_benchmark_shapes(repor
     _, rows = report
     below = [(r["kernel"], shape, round(at["fraction"], 2), at["binding"])
              for r in rows if r["checked"] for shape, at in r["at_shapes"].items()
-             if at["fraction"] < floor(r, at_shape=True)]
+             if at["fraction"] < kernel_report.floor(r["ndim"], r["direction"], r["dtype"], at_shape=True)]
     assert not below, below
