@@ -86,7 +86,11 @@ def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
         data.patch_size = scaled_patch(configuration["patch_size"], float(data.get("patch_scale", 1.0)),
                                        int(plan.get("network_stride", 1)))
     if data.batch_size is None:  # the plan counts crops per step; the loader, volumes
-        crops = max(1, round(configuration["batch_size"] * float(data.get("batch_scale", 1.0))))
+        batch_scale = float(data.get("batch_scale", 1.0))
+        if not (math.isfinite(batch_scale) and batch_scale > 0):
+            raise ConfigError(f"data.batch_scale={batch_scale}; give a positive factor of the plan's batch "
+                              "(0.25 for a quarter), or set data.batch_size")
+        crops = max(1, round(configuration["batch_size"] * batch_scale))
         data.batch_size = max(1, math.ceil(crops / data.samples_per_volume))
     data.orientation = plan["orientation"]
     data.spacing = configuration["spacing"] if data.resample else None

@@ -363,3 +363,5 @@ def test_the_recipe_ablation_scales_the_plans_patch_and_batch():
     plain = OmegaConf.create(fields)  # without the keys: the plan's own
     apply_plan(plain, plan)
     assert list(plain.patch_size) == [96, 80] and plain.batch_size == 8
+    with pytest.raises(ConfigError, match=r"data.batch_scale=0.0; give a positive factor"):
+        apply_plan(OmegaConf.create({**fields, "batch_scale": 0.0}), plan)
