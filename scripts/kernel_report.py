@@ -53,11 +53,12 @@ planes around a segment's ends are assumed to hit L2.
 The modeled fraction of copy bandwidth is the smallest of the issue/pipe, latency and DRAM
 rates over the DRAM rate, capped at 1. "At the model's best geometry" every lane owns outputs
 and segments are long; at a shape, the launch that make_march_geometry() makes for it (aligned
-data, whole-vector kernel) scales the issue and latency rates by its lane use (owned samples
+data, whole-vector kernel; its segments split for the kernel's resident units on the H200, as the
+CUDA launcher splits them for the device it runs on) scales the issue and latency rates by its lane use (owned samples
 over the samples its lanes carry: span overlap, rows shorter than a warp's strips, halo
 row groups past the volume) and its segment overhead (forward segment / (segment + 2): two planes
 primed before the first output; backward segment / (segment + 4): two primed and two marched
-beyond its own outputs; priming counted as whole steps), limits the resident warps to those the launch has, and
+beyond its own outputs; priming counted as whole steps: the geometry's extra_planes), limits the resident warps to those the launch has, and
 counts the last wave's empty slots. It is a ceiling, not a promise; scripts/gpu_check.sh
 measures the kernels where a GPU is lent.
 """
@@ -106,8 +107,9 @@ DTYPES = {
 }
 # scripts/bench_op.py's CUDA shapes and a 3D U-Net's skip connection.
 SHAPES = [(16, 32, 256, 256), (8, 32, 256, 256), (2, 16, 64, 96, 96), (2, 32, 128, 128, 128)]
-LAUNCH_FIELDS = ("outer", "middle", "inner", "strip", "spans", "rows_per_unit", "row_groups", "segment", "segments",
-                 "unit_warps", "units", "blocks", "threads", "shared_bytes", "shared_lane_stride")
+LAUNCH_FIELDS = ("outer", "middle", "inner", "strip", "spans", "row_lanes", "rows_per_warp", "rows_per_unit",
+                 "row_groups", "segment", "segments", "extra_planes", "unit_warps", "units", "blocks", "threads",
+                 "shared_bytes", "shared_lane_stride")
 
 KERNEL = re.compile(r"(forward|backward)_kernel<(\d), ([\w:]+), \w+, (true|false)>")
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.+?)\s*;")
@@ -348,12 +350,14 @@ def resident_warps(registers: int, warps_per_block: int, shared_per_block: int) 
     return blocks * warps_per_block
 
 
-def launch(shape: tuple[int, ...], dtype: str, backward: bool, vector: bool = True) -> dict[str, int]:
-    """The kernels' launch geometry for `shape` (make_march_geometry(), through the test-only op):
-    of the whole-vector kernel, or of the general form."""
+def launch(shape: tuple[int, ...], dtype: str, backward: bool, vector: bool = True,
+           resident_units: int = 1) -> dict[str, int]:
+    """The kernels' launch geometry for `shape` (make_march_geometry() and split_outer_axis(),
+    through the test-only op): of the whole-vector kernel, or of the general form, on a device
+    that runs `resident_units` of its units at a time (only the segments depend on it)."""
     import torch
 
-    values = torch.ops.segnet_ops._march_launch(list(shape), getattr(torch, dtype), backward, vector)
+    values = torch.ops.segnet_ops._march_launch(list(shape), getattr(torch, dtype), backward, vector, resident_units)
     return dict(zip(LAUNCH_FIELDS, values, strict=True))
 
 
@@ -378,19 +382,24 @@ def binding(limits: dict[str, float]) -> tuple[str, float]:
     return name, min(1.0, limits[name])
 
 
+def output_warps(g: dict[str, int]) -> int:
+    """The warps of a unit that own outputs: all but the 3D backward pass's two halo rows."""
+    return g["rows_per_unit"] // g["rows_per_warp"]
+
+
 def at_shape(loop: Loop, registers: int, direction: str, dtype: str, shape: tuple[int, ...],
              bytes_per_output: int) -> dict:
     """The model at one shape: the launch make_march_geometry() makes for it."""
-    g = launch(shape, dtype, direction == "backward")
-    rows = g["rows_per_unit"]
-    lane_use = g["inner"] * g["middle"] / (g["spans"] * 32 * g["strip"] * g["row_groups"] * rows)
-    extra = 2 if direction == "forward" else 4
-    segment_use = g["segment"] / (g["segment"] + extra)
-    per_sm = resident_warps(registers, g["threads"] // 32, g["shared_bytes"]) // g["unit_warps"]  # units
+    layout = launch(shape, dtype, direction == "backward")
+    per_sm = resident_warps(registers, layout["threads"] // 32, layout["shared_bytes"]) // layout["unit_warps"]  # units
+    g = launch(shape, dtype, direction == "backward", resident_units=per_sm * SMS)
+    carried = g["row_groups"] * g["spans"] * output_warps(g) * 32 * g["strip"]  # samples per plane
+    lane_use = g["inner"] * g["middle"] / carried
+    segment_use = g["segment"] / (g["segment"] + g["extra_planes"])
     waves = math.ceil(g["units"] / (per_sm * SMS))
     wave_use = g["units"] / (waves * per_sm * SMS)
     warps = min(per_sm, g["units"] / SMS) * g["unit_warps"]
-    limits = rates(loop, g["strip"], warps, rows / g["unit_warps"], lane_use * segment_use * wave_use,
+    limits = rates(loop, g["strip"], warps, output_warps(g) / g["unit_warps"], lane_use * segment_use * wave_use,
                    bytes_per_output)
     name, fraction = binding(limits)
     return {"fraction": fraction, "binding": name, "lane_use": lane_use, "segment_use": segment_use,
@@ -418,7 +427,7 @@ def report(library: Path) -> list[KernelReport]:
         loop = march_loop(sass[mangled], g["strip"] * size, size, g["shared_lane_stride"])
         res = usage[mangled]
         moved = size * (2 if direction == "forward" else 3)
-        share = g["rows_per_unit"] / g["unit_warps"]
+        share = output_warps(g) / g["unit_warps"]
         warps = resident_warps(res["REG"], g["threads"] // 32, g["shared_bytes"])
         limits = rates(loop, g["strip"], warps, share, 1.0, moved)
         name, fraction = binding(limits)

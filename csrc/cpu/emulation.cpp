@@ -25,6 +25,11 @@
 namespace segnet {
 namespace {
 
+// The device the emulation splits launches for (split_outer_axis): 132 SMs of 16 resident warps,
+// an H200 running the 3D backward pass. Only which segments it exercises depends on it.
+constexpr int64_t kEmulatedResidentWarps = 132 * 16;
+int64_t emulated_residency(const MarchGeometry& g) { return kEmulatedResidentWarps / g.unit_warps; }
+
 // Runs the launch on the host: every block, every thread of it placed by the kernels' own entry
 // (thread_place; threads past the last unit leave), the lanes of each unit built by
 // make_lane(site, unit's shared memory) (what one GPU thread holds), then march(group, unit) for
@@ -71,7 +76,7 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
     scalar_t* yp = y.mutable_data_ptr<scalar_t>();
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
+      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y}, emulated_residency);
       with_vector(g.vector, [&](auto vector) {
         using Lane = ForwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
         run_launch<acc_t>(
@@ -100,7 +105,7 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
     scalar_t* gxp = gx.mutable_data_ptr<scalar_t>();
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx});
+      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx}, emulated_residency);
       std::vector<acc_t> partials(g.planes * g.warps_per_plane());
       with_vector(g.vector, [&](auto vector) {
         using Lane = BackwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
@@ -133,9 +138,11 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
 }
 
 // The launch geometry of the kernel for a tensor of `shape` and `dtype` (`aligned`: data that
-// allows whole-vector loads), for scripts/kernel_report.py: the numbers its model needs, in this
-// order.
-std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward, bool aligned) {
+// allows whole-vector loads) on a device that runs `resident_units` of its units at a time, for
+// scripts/kernel_report.py: the numbers its model needs, in this order.
+std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward, bool aligned,
+                                  int64_t resident_units) {
+  TORCH_CHECK(resident_units > 0, "_march_launch: resident_units must be positive, got ", resident_units);
   TORCH_CHECK(shape.size() == 4 || shape.size() == 5, "_march_launch: shape must be (N, C, H, W) or (N, C, D, H, W)");
   const at::Tensor meta = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kMeta));
   std::vector<int64_t> out;
@@ -147,11 +154,13 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
       const auto launch = [&](auto pass) {
         constexpr Pass PASS = decltype(pass)::value;
         constexpr int S = strip_width<NDIM, PASS, scalar_t>();
-        const MarchGeometry g =
+        MarchGeometry g =
             make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned);
+        split_outer_axis(g, resident_units);
         const int64_t lane_stride = (shared_word(0, 0, 0, 1, S) - shared_word(0, 0, 0, 0, S)) * int64_t(sizeof(acc_t));
-        out = {g.outer, g.middle, g.inner, g.strip, g.spans, g.rows_per_unit, g.row_groups, g.segment, g.segments,
-               g.unit_warps, g.units, g.blocks, g.threads, int64_t(g.shared_bytes), lane_stride};
+        out = {g.outer, g.middle, g.inner, g.strip, g.spans, g.row_lanes, g.rows_per_warp, g.rows_per_unit, g.row_groups,
+               g.segment, g.segments, g.extra_planes, g.unit_warps, g.units, g.blocks, g.threads,
+               int64_t(g.shared_bytes), lane_stride};
       };
       if (backward) launch(std::integral_constant<Pass, Pass::kBackward>{});
       else launch(std::integral_constant<Pass, Pass::kForward>{});
@@ -167,7 +176,7 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
 TORCH_LIBRARY_FRAGMENT(segnet_ops, m) {
   m.def("_emulated_cuda_edge_enhance(Tensor x, Tensor alpha, float eps=1e-06) -> Tensor");
   m.def("_emulated_cuda_edge_enhance_backward(Tensor grad_y, Tensor x, Tensor alpha, float eps) -> (Tensor, Tensor)");
-  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward, bool aligned=True) -> int[]", &segnet::march_launch);
+  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward, bool aligned, int resident_units) -> int[]", &segnet::march_launch);
 }
 
 TORCH_LIBRARY_IMPL(segnet_ops, CPU, m) {

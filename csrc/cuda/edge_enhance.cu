@@ -7,8 +7,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include <array>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "../checks.h"
 #include "../march/backward.h"
@@ -83,23 +84,47 @@ __global__ void __launch_bounds__(kSumThreads)
   channel_sum_store(blockIdx.x, threadIdx.x, smem, grad_alpha);
 }
 
-// A block of the 3D backward pass stages 88 KB: more than a launch gets without opting in (48 KB),
-// within every architecture the library is built for (99 KB on sm_86, sm_89, sm_120). A kernel's
-// block needs the same bytes at every launch (they follow from its template arguments), so the
-// opt-in is made once per kernel and device, not at every step of a training.
-template <auto Kernel>
-void allow_shared_memory(size_t bytes) {
-  if (bytes <= kDefaultSharedBytes) return;
-  static std::array<std::once_flag, C10_COMPILE_TIME_MAX_GPUS> allowed;
+// Once per kernel and device: the shared-memory opt-in its blocks need (a block of the 3D backward
+// pass stages 122 KB, more than the 48 KB a launch gets without one, within every architecture
+// the library is built for: 99 KB on sm_86, sm_89, sm_120), and how many of its units the device
+// runs at a time, from which a launch's segments follow (split_outer_axis). A kernel's blocks
+// need the same bytes at every launch (they follow from its template arguments), so neither is
+// asked again at each step of a training.
+template <typename Kernel>
+int64_t resident_units(Kernel* kernel_function, const MarchGeometry& g) {
+  const void* kernel = reinterpret_cast<const void*>(kernel_function);
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int64_t> known;
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
-  std::call_once(allowed[device], [&] {
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find({kernel, device});
+  if (found != known.end()) return found->second;
+  if (g.shared_bytes > kDefaultSharedBytes) {
     int most = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    TORCH_CHECK(bytes <= size_t(most), "edge_enhance: the CUDA kernel needs ", bytes, " bytes of shared memory per ",
-                "block, this GPU allows ", most, "; use op.backend=cpp or python on it");
-    C10_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  });
+    TORCH_CHECK(g.shared_bytes <= size_t(most), "edge_enhance: the CUDA kernel needs ", g.shared_bytes,
+                " bytes of shared memory per block, this GPU allows ", most, "; use op.backend=cpp or python on it");
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.shared_bytes)));
+  }
+  int blocks_per_sm = 0, sms = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, g.threads, g.shared_bytes));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  TORCH_CHECK(blocks_per_sm > 0, "edge_enhance: this GPU cannot run a block of the CUDA kernel (", g.threads,
+              " threads, ", g.shared_bytes, " bytes of shared memory); use op.backend=cpp or python on it");
+  const int64_t units = int64_t(blocks_per_sm) * sms * (g.threads / (g.unit_warps * kWarpLanes));
+  known.emplace(std::make_pair(kernel, device), units);
+  return units;
+}
+
+// The instantiation for whole-vector loads or the general one (both have the same signature).
+template <int NDIM, typename scalar_t, typename acc_t>
+auto forward_kernel_for(bool vector) {
+  return vector ? forward_kernel<NDIM, scalar_t, acc_t, true> : forward_kernel<NDIM, scalar_t, acc_t, false>;
+}
+template <int NDIM, typename scalar_t, typename acc_t>
+auto backward_kernel_for(bool vector) {
+  return vector ? backward_kernel<NDIM, scalar_t, acc_t, true> : backward_kernel<NDIM, scalar_t, acc_t, false>;
 }
 
 void check_cuda_input(const at::Tensor& x) {
@@ -117,15 +142,13 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
     using acc_t = at::opmath_type<scalar_t>;
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y});
-      with_vector(g.vector, [&](auto vector) {
-        constexpr auto kernel = forward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
-        allow_shared_memory<kernel>(g.shared_bytes);
-        kernel<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
-            g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
-            march_eps<acc_t>(NDIM, eps));
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y}, [](const MarchGeometry& layout) {
+        return resident_units(forward_kernel_for<NDIM, scalar_t, acc_t>(layout.vector), layout);
       });
+      forward_kernel_for<NDIM, scalar_t, acc_t>(g.vector)<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
+          g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+          march_eps<acc_t>(NDIM, eps));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
   return y;
@@ -143,16 +166,14 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
     using acc_t = at::opmath_type<scalar_t>;
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx});
-      const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-      with_vector(g.vector, [&](auto vector) {
-        constexpr auto kernel = backward_kernel<NDIM, scalar_t, acc_t, decltype(vector)::value>;
-        allow_shared_memory<kernel>(g.shared_bytes);
-        kernel<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
-            g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
-            gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps));
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx}, [](const MarchGeometry& layout) {
+        return resident_units(backward_kernel_for<NDIM, scalar_t, acc_t>(layout.vector), layout);
       });
+      const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+      backward_kernel_for<NDIM, scalar_t, acc_t>(g.vector)<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
+          g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
+          gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
       channel_sum_kernel<scalar_t, acc_t><<<g.channels, kSumThreads, 0, stream>>>(
           partials.const_data_ptr<acc_t>(), partials.numel() / g.channels, grad_alpha.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -48,6 +48,11 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   SEGNET_HD void fetch_grad(Slot<SLOT> slot, int q) {
     this->ahead.load(slot, Base::R, own_row(grad_y, q), this->site.w0, this->inner);
   }
+  // At the march's start, beside x's plane q: grad_y's plane q - 1, taken with it (start_ring).
+  template <int SLOT>
+  SEGNET_HD void fetch_extra(Slot<SLOT> slot, int q) {
+    fetch_grad(slot, q - 1);
+  }
 
   // v_d at plane p from the window, and the lane's share of grad_alpha where it owns plane p.
   template <int SLOT>
@@ -173,8 +178,8 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
 // One unit: grad_x at planes [begin, end), and each warp's share of grad_alpha in every lane
 // (grad_alpha_share()). v is needed from plane begin - 1 (the adjoint reaches one plane back) to
 // end (one forward). The step at plane p takes x's plane p + 1 and grad_y's plane p from ring slot
-// (p - first) % 2 and loads x's plane p + 3 and grad_y's plane p + 2 into it, as one group of
-// loads (prefetch.h), so the loop takes two steps per iteration, one per slot.
+// (p - first + 2) % kRing and loads x's plane p + 1 + kRing and grad_y's plane p + kRing into it,
+// as one group of loads (prefetch.h), so the loop takes kRing steps per iteration, one per slot.
 template <int NDIM, class Group>
 SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int unit_warps) {
   const int first = begin > 0 ? begin - 1 : 0, last = end < outer ? end : outer - 1;
@@ -182,7 +187,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int u
   const auto prime = [&](auto slot, int q) {
     arrive_plane<NDIM>(group, slot, q);
     group.each([&](auto& lane) {
-      lane.fetch_grad(slot, q + 1);
+      lane.fetch_grad(slot, q + Group::kRing - 1);
       lane.ahead.commit();
     });
   };
@@ -193,7 +198,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int u
     const bool owned = p >= begin && p < end;
     group.each([&](auto& lane) {
       lane.adjoint_inputs(slot, p, owned);
-      lane.fetch_grad(slot, p + kRing);
+      lane.fetch_grad(slot, p + Group::kRing);
       lane.ahead.commit();
     });
     group.template exchange<NDIM>();
@@ -207,7 +212,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int u
     const bool emit = p - 1 >= begin;
     group.each([&](auto& lane) { lane.outer_adjoint(p, emit); });
   };
-  march_in_pairs(first, last, step);
+  march_in_rounds<Group::kRing, 2 % Group::kRing>(first, last, step);
   group.each([&](auto& lane) { lane.ahead.drain(); });
   if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
   group.reduce_warp_sums();

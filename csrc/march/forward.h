@@ -40,8 +40,8 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
 
 // One unit's outputs at planes [begin, end): the window is primed with planes begin - 1 and
 // begin, then each step brings in plane p + 1 and writes plane p. Plane q sits in ring slot
-// (q - begin + 1) % 2, so the loop takes two steps per iteration, one per slot (the window also
-// slides by renaming registers, not moving them).
+// (q - begin + 1) % kRing, so the loop takes kRing steps per iteration, one per slot (the window
+// also slides by renaming registers, not moving them).
 template <int NDIM, class Group>
 SEGNET_HD void forward_march(Group& group, int begin, int end) {
   start_ring(group, begin - 1);
@@ -61,7 +61,7 @@ SEGNET_HD void forward_march(Group& group, int begin, int end) {
       lane.emit(p);
     });
   };
-  march_in_pairs(begin, end - 1, step);
+  march_in_rounds<Group::kRing, 2 % Group::kRing>(begin, end - 1, step);
   group.each([&](auto& lane) { lane.ahead.drain(); });
 }
 

@@ -6,11 +6,15 @@
 // float32 in 2D); a warp's 32 strips lie side by side along one row, and the warp marches along
 // the outer axis over a segment of it, so its geometry is decoded once. Rows longer than 32
 // strips are split into spans that overlap by one strip on each side: the edge lanes of an inner
-// span only supply their neighbours' halo. The work item that marches together is a unit: one
-// warp, or in the 3D backward pass a block of backward_rows() + 2 warps on consecutive rows that
-// share their inner-axis adjoints through shared memory.
+// span only supply their neighbours' halo. Rows of half a warp's strips or fewer are packed side
+// by side into one warp where its rows need nothing from each other (the 3D forward pass): a
+// lane at either end of a row uses its own samples in place of its neighbour's (the replicate
+// border), so a shuffle across two rows is harmless. The work item that marches together is a
+// unit: one warp, or in the 3D backward pass a block of backward_rows() + 2 warps on consecutive
+// rows that share their inner-axis adjoints through shared memory.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,15 +24,17 @@ namespace segnet {
 
 constexpr int kWarpLanes = 32;
 constexpr int kMinSegment = 8;             // outer positions a unit marches over, at least
-constexpr int64_t kTargetWarps = 1 << 14;  // warps per launch: an H200 holds about 2,000 at a time
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr size_t kDefaultSharedBytes = 48 * 1024;  // dynamic shared memory a launch gets without opting in
 constexpr int64_t kMaxUnits = 2147483647;  // units are counted in 32 bits: decoding them needs no 64-bit division
 
 enum class Pass { kForward, kBackward };
 
-// Planes loaded ahead of the one arriving (prefetch.h): a ring of kRing slots per lane.
-constexpr int kRing = 2;
+// Planes loaded ahead of the one arriving (prefetch.h): a ring of that many slots per lane. Three
+// for whole-vector loads, staged in shared memory: with two, a 16-bit 3D forward lane (12 warps
+// per SM) has too few bytes in flight to cover DRAM latency (scripts/kernel_report.py). Two in
+// the general form, whose ring is in registers: a third made the 16-bit 3D forward lane spill.
+constexpr SEGNET_HD int ring_slots(bool vector) { return vector ? 3 : 2; }
 
 // 3D backward: each lane shares u_outer, u_middle and u_inner of its strip with the rows next to
 // it. Shared memory holds, per warp and quantity k, sample i of every lane side by side: the 32
@@ -71,9 +77,12 @@ struct MarchGeometry {
   int strip;                 // samples per lane
   int spans;                 // warps along a row
   int span_stride;           // samples between the first lanes of consecutive spans
+  int row_lanes;             // lanes along one row of a warp (32 unless rows are packed)
+  int rows_per_warp;         // rows side by side in a warp (1 unless rows are packed)
   int rows_per_unit;         // middle rows whose outputs a unit owns
   int row_groups;            // units along the middle axis
-  int segment, segments;     // outer positions per unit, units along the outer axis
+  int segment, segments;     // outer positions per unit, units along the outer axis (split_outer_axis)
+  int extra_planes;          // planes a unit marches beyond its outputs' own
   int unit_warps;            // warps per unit
   int64_t units;             // all units of the launch
   int64_t blocks;
@@ -92,7 +101,7 @@ struct MarchGeometry {
 struct LaneSite {
   int64_t plane;    // n * C + c
   int channel;
-  int row;          // middle-axis index of the lane's warp (may lie outside the volume: a halo row)
+  int row;          // middle-axis index of the lane's row (may lie outside the volume: a halo row)
   bool ghost_row;   // row lies outside the volume: the lane marches the nearest row of it instead
   int warp;         // warp within the unit
   int lane;         // lane within the warp
@@ -112,15 +121,16 @@ SEGNET_HD LaneSite lane_site(const MarchGeometry& g, unsigned unit, int thread) 
   const int segment = int(r / unsigned(g.spans));
   s.warp = thread / kWarpLanes;
   s.lane = thread % kWarpLanes;
+  const int packed_row = s.lane / g.row_lanes;  // 0 unless rows are packed
   const bool halo_rows = g.unit_warps > g.rows_per_unit;  // 3D backward: one halo row each side
-  s.row = row_group * g.rows_per_unit + s.warp - (halo_rows ? 1 : 0);
+  s.row = row_group * g.rows_per_unit + (s.warp - (halo_rows ? 1 : 0)) * g.rows_per_warp + packed_row;
   s.ghost_row = s.row < 0 || s.row >= g.middle;
-  s.w0 = span * g.span_stride + s.lane * g.strip;
+  s.w0 = span * g.span_stride + s.lane % g.row_lanes * g.strip;
   s.begin = segment * g.segment;
   s.end = s.begin + g.segment < g.outer ? s.begin + g.segment : g.outer;
   const bool row_owned = s.row >= 0 && s.row < g.middle && (!halo_rows || (s.warp >= 1 && s.warp <= g.rows_per_unit));
   const bool lane_owned = (s.lane > 0 || span == 0) && (s.lane < kWarpLanes - 1 || span == g.spans - 1);
-  s.owns = row_owned && lane_owned && s.w0 < g.inner;
+  s.owns = row_owned && lane_owned && packed_row < g.rows_per_warp && s.w0 < g.inner;
   s.channel = int(unsigned(s.plane) % unsigned(g.channels));
   return s;
 }
@@ -152,28 +162,48 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   g.spans = g.inner <= span_width ? 1 : 1 + (g.inner - span_width + g.span_stride - 1) / g.span_stride;
   g.vector = aligned && g.inner % strip == 0;
   const bool shared_rows = ndim == 3 && pass == Pass::kBackward;
-  g.rows_per_unit = shared_rows ? backward_rows(g.vector) : 1;
+  const int lanes_per_row = (g.inner + strip - 1) / strip;
+  const bool packed = !shared_rows && g.middle > 1 && 2 * lanes_per_row <= kWarpLanes;
+  g.row_lanes = packed ? lanes_per_row : kWarpLanes;
+  g.rows_per_warp = packed ? std::min(kWarpLanes / lanes_per_row, g.middle) : 1;
+  g.rows_per_unit = shared_rows ? backward_rows(g.vector) : g.rows_per_warp;
   g.unit_warps = unit_warps(ndim, pass, g.vector);
   g.row_groups = (g.middle + g.rows_per_unit - 1) / g.rows_per_unit;
-  // Segments as long as they can be while the launch still has kTargetWarps warps: each
-  // segment re-reads the planes around its ends.
-  const int64_t across = planes * g.spans * g.row_groups;
-  const int64_t target_units = kTargetWarps / g.unit_warps;
-  const int64_t wanted = (target_units + across - 1) / across;
-  const int64_t length = (g.outer + wanted - 1) / wanted;
-  g.segment = int(length < kMinSegment ? kMinSegment : length);
-  g.segments = (g.outer + g.segment - 1) / g.segment;
-  g.units = planes * g.units_per_plane();
+  // Forward: two planes primed before the first output. Backward: two primed, two marched past
+  // the last output (its adjoint reaches one plane further each way).
+  g.extra_planes = pass == Pass::kForward ? 2 : 4;
   g.threads = block_threads(ndim, pass, g.vector);
+  g.staging_offset = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
+  // Staging: per warp, the ring's slots of each row read ahead (the middle-axis rows, and grad_y's).
+  const int ahead_rows = (ndim == 3 ? 3 : 1) + (pass == Pass::kBackward ? 1 : 0);
+  const size_t staging = g.vector ? size_t(g.unit_warps) * ring_slots(true) * ahead_rows * kWarpLanes * strip * scalar_bytes : 0;
+  g.unit_shared_bytes = g.staging_offset + staging;
+  g.shared_bytes = g.unit_shared_bytes * size_t(g.threads / (g.unit_warps * kWarpLanes));
+  return g;
+}
+
+// Splits the outer axis into segments for a device that runs `resident_units` units at a time
+// (the CUDA launcher asks the device; the emulation and the report say what they model). A
+// launch of U units takes ceil(U / resident_units) waves, each as long as a unit's march,
+// segment + extra_planes steps: the split with the fewest steps in all wins, the fewest
+// segments on a tie (they re-read the fewest planes). So segments multiply while they fill an
+// idle device, and stay long where more would only add a wave.
+inline void split_outer_axis(MarchGeometry& g, int64_t resident_units) {
+  const int64_t across = g.planes * g.spans * g.row_groups;  // units per segment position
+  int64_t fewest = -1;
+  for (int wanted = 1; wanted == 1 || wanted <= (g.outer + kMinSegment - 1) / kMinSegment; ++wanted) {
+    const int length = std::max((g.outer + wanted - 1) / wanted, kMinSegment);
+    const int segments = (g.outer + length - 1) / length;
+    const int64_t steps = (across * segments + resident_units - 1) / resident_units * (length + g.extra_planes);
+    if (fewest < 0 || steps < fewest) {
+      fewest = steps;
+      g.segment = length;
+      g.segments = segments;
+    }
+  }
+  g.units = g.planes * g.units_per_plane();
   const int64_t units_per_block = g.threads / (g.unit_warps * kWarpLanes);
   g.blocks = (g.units + units_per_block - 1) / units_per_block;
-  g.staging_offset = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
-  // Staging: per warp, kRing slots of each row read ahead (the middle-axis rows, and grad_y's).
-  const int ahead_rows = (ndim == 3 ? 3 : 1) + (pass == Pass::kBackward ? 1 : 0);
-  const size_t staging = g.vector ? size_t(g.unit_warps) * kRing * ahead_rows * kWarpLanes * strip * scalar_bytes : 0;
-  g.unit_shared_bytes = g.staging_offset + staging;
-  g.shared_bytes = g.unit_shared_bytes * size_t(units_per_block);
-  return g;
 }
 
 }  // namespace segnet

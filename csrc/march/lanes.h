@@ -31,6 +31,7 @@ struct Halo {
 template <class Lane, typename acc_t>
 struct DeviceLanes {
   using acc_type = acc_t;
+  static constexpr int kRing = Lane::kRing;
   Lane& lane;
   acc_t* shared;
 
@@ -57,6 +58,7 @@ struct DeviceLanes {
 template <class Lane, typename acc_t>
 struct HostLanes {
   using acc_type = acc_t;
+  static constexpr int kRing = Lane::kRing;
   Lane* lanes;  // the warp's 32 lanes
   acc_t* shared;
   std::function<void()> wait_at_barrier;  // hands over to the other warps of the unit

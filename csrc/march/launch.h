@@ -15,16 +15,18 @@
 
 namespace segnet {
 
-template <int NDIM, Pass PASS, typename scalar_t, typename acc_t>
-MarchGeometry march_geometry(const at::Tensor& x, std::initializer_list<at::Tensor> data) {
+// `resident_units(g)`: how many units of the launch laid out as g the device runs at a time (the
+// launch's segments follow from it: split_outer_axis).
+template <int NDIM, Pass PASS, typename scalar_t, typename acc_t, typename Residency>
+MarchGeometry march_geometry(const at::Tensor& x, std::initializer_list<at::Tensor> data, Residency&& resident_units) {
   constexpr int S = strip_width<NDIM, PASS, scalar_t>();
   bool aligned = true;
   for (const at::Tensor& t : data) aligned = aligned && reinterpret_cast<uintptr_t>(t.data_ptr()) % (S * sizeof(scalar_t)) == 0;
   const Extent e = extent_of(x);
-  const MarchGeometry g =
-      make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned);
+  MarchGeometry g = make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned);
   const int bounds = g.vector ? launch_bounds<NDIM, PASS, true>() : launch_bounds<NDIM, PASS, false>();
   TORCH_INTERNAL_ASSERT(g.threads == bounds, "edge_enhance: the block size differs from the kernel's launch bounds");
+  split_outer_axis(g, resident_units(g));
   TORCH_CHECK(g.units <= kMaxUnits, "edge_enhance: x of shape ", x.sizes(), " needs ", g.units,
               " warps, more than one launch of the CUDA kernel handles (", kMaxUnits,
               "); split the batch into smaller ones");

@@ -1,9 +1,9 @@
 // Where a lane's rows wait between their load and their use. The march loads the rows of plane
-// q + 2 when plane q arrives (kRing = 2 planes ahead), into the ring slot plane q just left; the
-// slot is named at compile time (Slot<0>, Slot<1>), and the loop takes one step per slot.
+// q + kRing when plane q arrives (kRing planes ahead: geometry.h), into the ring slot plane q just left;
+// the slot is named at compile time (Slot<0>, Slot<1>, ...), and the loop takes one step per slot.
 //
 // Whole-vector strips go to shared memory by asynchronous copies (cp.async): nothing reads them
-// until the explicit wait before their plane arrives, so the copies overlap two steps of work
+// until the explicit wait before their plane arrives, so the copies overlap kRing steps of work
 // whatever the compiler schedules. (Loaded into registers, the compiler moved each vector into
 // the registers the loop keeps it in right after the load, which waits for the load: no
 // prefetch at all.) Each step closes one group of copies, so waiting until one group is pending
@@ -17,6 +17,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #if !defined(__CUDA_ARCH__)
 #include <cstring>
@@ -32,11 +33,23 @@ namespace segnet {
 template <int SLOT>
 using Slot = std::integral_constant<int, SLOT>;
 
+template <int RING, int FIRST, class F, int... K>
+SEGNET_HD void for_slots(F& f, std::integer_sequence<int, K...>) {
+  (f(Slot<(FIRST + K) % RING>{}, K), ...);
+}
+
+// f(slot, k) for k = 0 .. COUNT - 1 in order, the slot FIRST + k (modulo RING) named at compile time.
+template <int RING, int FIRST, int COUNT = RING, class F>
+SEGNET_HD void for_each_slot(F&& f) {
+  for_slots<RING, FIRST>(f, std::make_integer_sequence<int, COUNT>{});
+}
+
 template <bool VECTOR, int ROWS, int S, typename scalar_t>
 struct Prefetch;
 
 template <int ROWS, int S, typename scalar_t>
 struct Prefetch<true, ROWS, S, scalar_t> {
+  static constexpr int kRing = ring_slots(true);
   scalar_t* strips;  // this lane's strip of (slot 0, row 0); the lanes of a warp lie side by side
 #if !defined(__CUDA_ARCH__)
   struct Copy {
@@ -94,6 +107,7 @@ struct Prefetch<true, ROWS, S, scalar_t> {
 
 template <int ROWS, int S, typename scalar_t>
 struct Prefetch<false, ROWS, S, scalar_t> {
+  static constexpr int kRing = ring_slots(false);
   LoadedStrip<S, scalar_t> ring[kRing][ROWS];
 
   template <int SLOT>

@@ -84,6 +84,7 @@ struct MarchLane {
   static constexpr int R = NDIM == 3 ? 3 : 1;  // rows a lane reads per plane (middle axis -1, 0, +1)
   static constexpr int kAheadRows = R + (PASS == Pass::kBackward ? 1 : 0);  // and grad_y's own row
   static constexpr acc_t kNorm = kernel_norm(NDIM);
+  static constexpr int kRing = ring_slots(VECTOR);
 
   LaneSite site;
   int outer, inner;
@@ -91,7 +92,7 @@ struct MarchLane {
   int64_t row_offset[R];  // offset of each row the lane reads within a plane
   bool row_start, row_end;  // the strip holds the row's first / last sample
   const scalar_t* x;      // this lane's (n, c) volume
-  Prefetch<VECTOR, kAheadRows, S, scalar_t> ahead;  // the rows of the next two planes (prefetch.h)
+  Prefetch<VECTOR, kAheadRows, S, scalar_t> ahead;  // the rows of the next kRing planes (prefetch.h)
   acc_t rows[R][S];
   Halo<acc_t> halo{};
   acc_t part;
@@ -122,6 +123,10 @@ struct MarchLane {
     for (int r = 0; r < R; ++r) ahead.load(slot, r, x + plane_offset(q) + row_offset[r], site.w0, inner);
   }
 
+  // Rows the march's start loads beside plane q's (start_ring): none but the backward pass's.
+  template <int SLOT>
+  SEGNET_HD void fetch_extra(Slot<SLOT>, int) {}
+
   // Plane q arrives from slot SLOT: its rows widened, plane q + 2's loads issued into the slot,
   // the rows combined across the middle axis.
   template <int SLOT>
@@ -134,26 +139,30 @@ struct MarchLane {
   }
 };
 
-// The march's start: planes q and q + 1 into ring slots 0 and 1, one group of loads each.
+// The march's start: planes q .. q + kRing - 1 into ring slots 0 .. kRing - 1, one group of loads
+// each. The first two planes are primed (their arrivals produce no output); each later slot also
+// takes the lane's extra rows for the step that plane arrives in (lane.fetch_extra: grad_y's
+// plane before it in the backward pass, nothing in the forward pass).
 template <class Group>
 SEGNET_HD void start_ring(Group& group, int q) {
   group.each([&](auto& lane) {
-    lane.fetch(Slot<0>{}, q);
-    lane.ahead.commit();
-    lane.fetch(Slot<1>{}, q + 1);
-    lane.ahead.commit();
+    for_each_slot<Group::kRing, 0>([&](auto slot, int k) {
+      lane.fetch(slot, q + k);
+      if (k >= 2) lane.fetch_extra(slot, q + k);
+      lane.ahead.commit();
+    });
   });
 }
 
-// step(slot, p) for p = first .. last, two per iteration: slot 0 for p - first even, 1 for odd.
-template <class Step>
-SEGNET_HD void march_in_pairs(int first, int last, Step&& step) {
+// step(slot, p) for p = first .. last, RING per iteration, one per slot: p = first takes slot
+// FIRST, each next step the next slot.
+template <int RING, int FIRST, class Step>
+SEGNET_HD void march_in_rounds(int first, int last, Step&& step) {
   int p = first;
-  for (; p + 1 <= last; p += 2) {
-    step(Slot<0>{}, p);
-    step(Slot<1>{}, p + 1);
-  }
-  if (p <= last) step(Slot<0>{}, p);
+  for (; p + RING - 1 <= last; p += RING) for_each_slot<RING, FIRST>([&](auto slot, int k) { step(slot, p + k); });
+  for_each_slot<RING, FIRST, RING - 1>([&](auto slot, int k) {
+    if (p + k <= last) step(slot, p + k);
+  });
 }
 
 // Plane q arrives at every lane of the group from ring slot SLOT: afterwards each window holds
