@@ -115,21 +115,26 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     }
   }
 
-  // 3D: u of this lane's row (k = 0, 1, 2: u_outer, u_middle, u_inner), for the warps on the rows
-  // above and below. A warp on a row outside the volume marches the nearest row of the volume
-  // (window.h), so it holds that row's u: shared as they are, u_outer and u_inner are the ghost
-  // samples of S_M^T, and u_middle negated is the ghost of D_M^T (docs/edge-op.md). The rows next
-  // to the volume's ends need no case of their own.
+  // 3D: what the rows above and below need of this lane's row. Across rows the adjoint is
+  //     P[r] = u_outer[r-1] + 2 u_outer[r] + u_outer[r+1]
+  //     Q[r] = (u_middle[r-1] - u_middle[r+1]) + (u_inner[r-1] + 2 u_inner[r] + u_inner[r+1])
+  //          = down[r-1] + 2 u_inner[r] + up[r+1],   down = u_inner + u_middle, up = u_inner - u_middle,
+  // so a row shares u_outer, down (for the row below it) and up (for the row above): four reads
+  // of shared memory per sample instead of six. A warp on a row outside the volume marches the
+  // nearest row of the volume (window.h), so it holds that row's u: shared as they are, u_outer
+  // and u_inner are the ghost samples of S_M^T, and u_middle negated is the ghost of D_M^T
+  // (docs/edge-op.md). The rows next to the volume's ends need no case of their own.
   SEGNET_HD acc_t& shared_at(acc_t* shared, int warp, int k, int i) const {
     return shared[shared_word(warp, k, i, this->site.lane, S)];
   }
+  static constexpr int kOuter = 0, kDown = 1, kUp = 2;  // the shared quantities
   SEGNET_HD void share(acc_t* shared) const {
     const acc_t middle_sign = this->site.ghost_row ? acc_t(-1) : acc_t(1);
 #pragma unroll
     for (int i = 0; i < S; ++i) {
-      shared_at(shared, this->site.warp, 0, i) = u_outer[i];
-      shared_at(shared, this->site.warp, 1, i) = middle_sign * u_middle[i];
-      shared_at(shared, this->site.warp, 2, i) = u_inner[i];
+      shared_at(shared, this->site.warp, kOuter, i) = u_outer[i];
+      shared_at(shared, this->site.warp, kDown, i) = u_inner[i] + middle_sign * u_middle[i];
+      shared_at(shared, this->site.warp, kUp, i) = u_inner[i] - middle_sign * u_middle[i];
     }
   }
 
@@ -139,11 +144,9 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
     if (warp == 0 || warp == unit_warps - 1) return;  // halo rows: they only supply u
 #pragma unroll
     for (int i = 0; i < S; ++i) {
-      const acc_t oa = shared_at(shared, warp - 1, 0, i), ob = shared_at(shared, warp + 1, 0, i);
-      const acc_t ma = shared_at(shared, warp - 1, 1, i), mb = shared_at(shared, warp + 1, 1, i);
-      const acc_t ia = shared_at(shared, warp - 1, 2, i), ib = shared_at(shared, warp + 1, 2, i);
-      p_now[i] = oa + 2 * u_outer[i] + ob;
-      q_now[i] = (ma - mb) + (ia + 2 * u_inner[i] + ib);
+      const acc_t outer_above = shared_at(shared, warp - 1, kOuter, i), outer_below = shared_at(shared, warp + 1, kOuter, i);
+      p_now[i] = outer_above + 2 * u_outer[i] + outer_below;
+      q_now[i] = shared_at(shared, warp - 1, kDown, i) + 2 * u_inner[i] + shared_at(shared, warp + 1, kUp, i);
     }
   }
 

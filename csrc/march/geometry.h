@@ -36,10 +36,10 @@ enum class Pass { kForward, kBackward };
 // the general form, whose ring is in registers: a third made the 16-bit 3D forward lane spill.
 constexpr SEGNET_HD int ring_slots(bool vector) { return vector ? 3 : 2; }
 
-// 3D backward: each lane shares u_outer, u_middle and u_inner of its strip with the rows next to
-// it. Shared memory holds, per warp and quantity k, sample i of every lane side by side: the 32
-// lanes of an access touch 32 consecutive words, one per bank (a lane's strip kept together would
-// put 4 lanes on a bank).
+// 3D backward: each lane shares three quantities of its strip with the rows next to it (u_outer
+// and two sums of u_middle and u_inner: backward.h). Shared memory holds, per warp and quantity
+// k, sample i of every lane side by side: the 32 lanes of an access touch 32 consecutive words,
+// one per bank (a lane's strip kept together would put 4 lanes on a bank).
 constexpr int kSharedQuantities = 3;
 constexpr SEGNET_HD int shared_word(int warp, int k, int i, int lane, int strip) {
   return ((warp * kSharedQuantities + k) * strip + i) * kWarpLanes + lane;
