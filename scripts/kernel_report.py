@@ -54,13 +54,13 @@ The modeled fraction of copy bandwidth is the smallest of the issue/pipe, latenc
 rates over the DRAM rate, capped at 1. "At the model's best geometry" every lane owns outputs
 and segments are long; at a shape, the launch that make_march_geometry() makes for it (aligned
 data, whole-vector kernel; its segments split for the kernel's resident units on the H200, as the
-CUDA launcher splits them for the device it runs on) scales the issue and latency rates by its lane use (owned samples
-over the samples its lanes carry: span overlap, rows shorter than a warp's strips, halo
-row groups past the volume) and its segment overhead (forward segment / (segment + 2): two planes
-primed before the first output; backward segment / (segment + 4): two primed and two marched
-beyond its own outputs; priming counted as whole steps: the geometry's extra_planes), limits the resident warps to those the launch has, and
-counts the last wave's empty slots. It is a ceiling, not a promise; scripts/gpu_check.sh
-measures the kernels where a GPU is lent.
+CUDA launcher splits them for the device it runs on) scales every rate but DRAM's by its
+lane use (owned samples over the samples its lanes carry: span overlap, rows shorter than a
+warp's strips and not packed, halo row groups past the volume) and its segment overhead
+(segment / (segment + extra_planes): forward 2, the planes primed before the first output;
+backward 4, two primed and two marched beyond its own outputs; priming counted as whole steps),
+limits the resident warps to those the launch has, and counts the last wave's empty slots. It
+is a ceiling, not a promise; scripts/gpu_check.sh measures the kernels where a GPU is lent.
 """
 
 from __future__ import annotations

@@ -82,6 +82,29 @@ def test_the_launch_geometry_comes_from_the_kernels():
     assert g["units"] == 64 * g["row_groups"] * g["spans"] * g["segments"]
 
 
+@pytest.mark.usefixtures("cpu_library")
+def test_short_3d_forward_rows_are_packed_several_to_a_warp():
+    shape = (2, 16, 64, 96, 96)  # 96 float16 samples: 12 strips of 8
+    g = kernel_report.launch(shape, "float16", backward=False)
+    assert (g["strip"], g["row_lanes"], g["rows_per_warp"], g["rows_per_unit"], g["row_groups"]) == (8, 12, 2, 2, 48)
+    backward = kernel_report.launch(shape, "float16", backward=True)  # its rows trade u through shared memory
+    assert (backward["row_lanes"], backward["rows_per_warp"]) == (32, 1)
+    long_rows = kernel_report.launch((1, 1, 8, 8, 256), "float16", backward=False)
+    assert (long_rows["row_lanes"], long_rows["rows_per_warp"]) == (32, 1)
+
+
+@pytest.mark.usefixtures("cpu_library")
+def test_segments_fill_an_idle_device_and_stay_long_on_a_full_one():
+    shape = (2, 16, 64, 96, 96)  # the 3D backward pass: 224 units per segment position, 4 extra planes each
+    idle = kernel_report.launch(shape, "float32", backward=True, resident_units=10_000)
+    assert (idle["segment"], idle["segments"], idle["extra_planes"]) == (8, 8, 4)  # one wave: the shortest
+    # On 132 resident units: 1 segment takes 2 waves x 68 steps = 136; 2: 4 x 36 = 144; 4: 7 x 20 = 140;
+    # 5 (of 13): 9 x 17 = 153; 8: 14 x 12 = 168.
+    full = kernel_report.launch(shape, "float32", backward=True, resident_units=132)
+    assert (full["segment"], full["segments"], full["units"]) == (64, 1, 224)
+    assert kernel_report.launch(shape, "float32", backward=False)["extra_planes"] == 2
+
+
 @needs_nvcc
 def test_report_covers_every_instantiation_and_limit(report):
     result, rows = report
@@ -114,14 +137,32 @@ def test_float32_and_16_bit_kernels_meet_the_model_at_its_best_geometry(report):
     assert not below, below
 
 
+def below_the_floor_at_shapes(rows, which):
+    return [(r["kernel"], shape, round(at["fraction"], 2), at["binding"])
+            for r in rows if r["checked"] and which(r) for shape, at in r["at_shapes"].items()
+            if at["fraction"] < kernel_report.floor(r["ndim"], r["direction"], r["dtype"], at_shape=True)]
+
+
+def sixteen_bit_3d_backward(row) -> bool:
+    return (row["ndim"], row["direction"]) == (3, "backward") and row["dtype"] in ("float16", "bfloat16")
+
+
 @needs_nvcc
-@pytest.mark.xfail(strict=True, reason="issue 17 is open: rows shorter than a warp's strips (96 and 128 samples "
-                   "of 16-bit types in 3D) leave lanes idle, and the 3D backward pass's segments and halo rows "
-                   "cost more than the thresholds allow at (2, 16, 64, 96, 96); packing short rows into one warp "
-                   "is what remains")
 def test_float32_and_16_bit_kernels_meet_the_model_at_the_benchmark_shapes(report):
     _, rows = report
-    below = [(r["kernel"], shape, round(at["fraction"], 2), at["binding"])
-             for r in rows if r["checked"] for shape, at in r["at_shapes"].items()
-             if at["fraction"] < kernel_report.floor(r["ndim"], r["direction"], r["dtype"], at_shape=True)]
+    checked = [r for r in rows if r["checked"] and not sixteen_bit_3d_backward(r)]
+    assert len(checked) == 10 and all(len(r["at_shapes"]) == 2 for r in checked)
+    below = below_the_floor_at_shapes(rows, lambda r: not sixteen_bit_3d_backward(r))
+    assert not below, below
+
+
+@needs_nvcc
+@pytest.mark.xfail(strict=True, reason="issue 17 is open: the 16-bit 3D backward pass is bound by instruction "
+                   "issue (about 95 instructions per output sample, 70 of them its float arithmetic, conversions, "
+                   "shared-memory accesses and shuffles), so it moves half float32's bytes per instruction; 0.45 "
+                   "at (2, 16, 64, 96, 96), where 96-sample rows keep 24 of 32 lanes busy, needs about 60, which "
+                   "takes packed half-precision arithmetic, and the op's contract accumulates in float32")
+def test_16_bit_3d_backward_meets_the_model_at_the_benchmark_shapes(report):
+    _, rows = report
+    below = below_the_floor_at_shapes(rows, sixteen_bit_3d_backward)
     assert not below, below
