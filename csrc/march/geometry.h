@@ -33,8 +33,12 @@ enum class Pass { kForward, kBackward };
 // Planes loaded ahead of the one arriving (prefetch.h): a ring of that many slots per lane. Three
 // for whole-vector loads, staged in shared memory: with two, a 16-bit 3D forward lane (12 warps
 // per SM) has too few bytes in flight to cover DRAM latency (scripts/kernel_report.py). Two in
-// the general form, whose ring is in registers: a third made the 16-bit 3D forward lane spill.
-constexpr SEGNET_HD int ring_slots(bool vector) { return vector ? 3 : 2; }
+// the 3D backward pass, which two keep ahead of DRAM latency and whose 16-warp block would stage
+// 122 KB with three (more than the 99 KB of sm_86, sm_89 and sm_120), and in the general form,
+// whose ring is in registers (a third made the 16-bit 3D forward lane spill).
+constexpr SEGNET_HD int ring_slots(int ndim, Pass pass, bool vector) {
+  return vector && !(ndim == 3 && pass == Pass::kBackward) ? 3 : 2;
+}
 
 // 3D backward: each lane shares three quantities of its strip with the rows next to it (u_outer
 // and two sums of u_middle and u_inner: backward.h). Shared memory holds, per warp and quantity
@@ -176,7 +180,7 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   g.staging_offset = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
   // Staging: per warp, the ring's slots of each row read ahead (the middle-axis rows, and grad_y's).
   const int ahead_rows = (ndim == 3 ? 3 : 1) + (pass == Pass::kBackward ? 1 : 0);
-  const size_t staging = g.vector ? size_t(g.unit_warps) * ring_slots(true) * ahead_rows * kWarpLanes * strip * scalar_bytes : 0;
+  const size_t staging = g.vector ? size_t(g.unit_warps) * ring_slots(ndim, pass, true) * ahead_rows * kWarpLanes * strip * scalar_bytes : 0;
   g.unit_shared_bytes = g.staging_offset + staging;
   g.shared_bytes = g.unit_shared_bytes * size_t(g.threads / (g.unit_warps * kWarpLanes));
   return g;
@@ -191,7 +195,7 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
 inline void split_outer_axis(MarchGeometry& g, int64_t resident_units) {
   const int64_t across = g.planes * g.spans * g.row_groups;  // units per segment position
   int64_t fewest = -1;
-  for (int wanted = 1; wanted == 1 || wanted <= (g.outer + kMinSegment - 1) / kMinSegment; ++wanted) {
+  for (int wanted = 1; wanted <= (g.outer + kMinSegment - 1) / kMinSegment; ++wanted) {  // outer >= 1
     const int length = std::max((g.outer + wanted - 1) / wanted, kMinSegment);
     const int segments = (g.outer + length - 1) / length;
     const int64_t steps = (across * segments + resident_units - 1) / resident_units * (length + g.extra_planes);

@@ -1,13 +1,14 @@
 // Where a lane's rows wait between their load and their use. The march loads the rows of plane
-// q + kRing when plane q arrives (kRing planes ahead: geometry.h), into the ring slot plane q just left;
-// the slot is named at compile time (Slot<0>, Slot<1>, ...), and the loop takes one step per slot.
+// q + kRing when plane q arrives (kRing planes ahead: ring_slots(), geometry.h), into the ring
+// slot plane q just left; the slot is named at compile time (Slot<0>, Slot<1>, ...), and the
+// loop takes one step per slot.
 //
 // Whole-vector strips go to shared memory by asynchronous copies (cp.async): nothing reads them
-// until the explicit wait before their plane arrives, so the copies overlap kRing steps of work
-// whatever the compiler schedules. (Loaded into registers, the compiler moved each vector into
-// the registers the loop keeps it in right after the load, which waits for the load: no
-// prefetch at all.) Each step closes one group of copies, so waiting until one group is pending
-// leaves only the previous step's in flight.
+// until the explicit wait before their plane arrives, so the copies overlap kRing - 1 steps of
+// work whatever the compiler schedules. (Loaded into registers, the compiler moved each vector
+// into the registers the loop keeps it in right after the load, which waits for the load: no
+// prefetch at all.) Each step closes one group of copies, and the wait before a plane arrives
+// leaves the later steps' groups in flight.
 //
 // The general form (clamped sample loads) keeps its strips in a ring of registers.
 //
@@ -44,12 +45,13 @@ SEGNET_HD void for_each_slot(F&& f) {
   for_slots<RING, FIRST>(f, std::make_integer_sequence<int, COUNT>{});
 }
 
-template <bool VECTOR, int ROWS, int S, typename scalar_t>
+// ROWS rows per plane, each a strip of S samples, in a ring of RING slots.
+template <bool VECTOR, int RING, int ROWS, int S, typename scalar_t>
 struct Prefetch;
 
-template <int ROWS, int S, typename scalar_t>
-struct Prefetch<true, ROWS, S, scalar_t> {
-  static constexpr int kRing = ring_slots(true);
+template <int RING, int ROWS, int S, typename scalar_t>
+struct Prefetch<true, RING, ROWS, S, scalar_t> {
+  static constexpr int kRing = RING;
   scalar_t* strips;  // this lane's strip of (slot 0, row 0); the lanes of a warp lie side by side
 #if !defined(__CUDA_ARCH__)
   struct Copy {
@@ -105,9 +107,9 @@ struct Prefetch<true, ROWS, S, scalar_t> {
   }
 };
 
-template <int ROWS, int S, typename scalar_t>
-struct Prefetch<false, ROWS, S, scalar_t> {
-  static constexpr int kRing = ring_slots(false);
+template <int RING, int ROWS, int S, typename scalar_t>
+struct Prefetch<false, RING, ROWS, S, scalar_t> {
+  static constexpr int kRing = RING;
   LoadedStrip<S, scalar_t> ring[kRing][ROWS];
 
   template <int SLOT>

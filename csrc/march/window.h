@@ -84,7 +84,7 @@ struct MarchLane {
   static constexpr int R = NDIM == 3 ? 3 : 1;  // rows a lane reads per plane (middle axis -1, 0, +1)
   static constexpr int kAheadRows = R + (PASS == Pass::kBackward ? 1 : 0);  // and grad_y's own row
   static constexpr acc_t kNorm = kernel_norm(NDIM);
-  static constexpr int kRing = ring_slots(VECTOR);
+  static constexpr int kRing = ring_slots(NDIM, PASS, VECTOR);
 
   LaneSite site;
   int outer, inner;
@@ -92,7 +92,7 @@ struct MarchLane {
   int64_t row_offset[R];  // offset of each row the lane reads within a plane
   bool row_start, row_end;  // the strip holds the row's first / last sample
   const scalar_t* x;      // this lane's (n, c) volume
-  Prefetch<VECTOR, kAheadRows, S, scalar_t> ahead;  // the rows of the next kRing planes (prefetch.h)
+  Prefetch<VECTOR, kRing, kAheadRows, S, scalar_t> ahead;  // the rows of the next kRing planes (prefetch.h)
   acc_t rows[R][S];
   Halo<acc_t> halo{};
   acc_t part;
