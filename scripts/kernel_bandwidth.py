@@ -10,7 +10,8 @@ grad_x out), a copy two, so
     measured fraction = (tensors moved / op time) / (2 / copy time).
 
 On a GPU, the fraction that scripts/kernel_report.py models for the same kernel (whole-vector
-loads) stands beside it; the model is a ceiling, so the gap is what latency, idle lanes and
+loads) stands beside it, at the same shape where the report models it (its SHAPES), else at
+the model's best geometry; the model is a ceiling, so the gap is what latency, idle lanes and
 caches cost. With --device cpu it measures the cpp kernels the same way (no model).
 Writes kernel_bandwidth.csv into --out and prints a Markdown table.
 """
@@ -58,14 +59,24 @@ def measure(shape, dtype: torch.dtype, device: str, min_run_time: float) -> dict
     }
 
 
-def modeled_fractions() -> dict[tuple[int, str, str], float]:
-    """(ndim, direction, dtype) -> the report's modeled fraction, whole-vector kernels."""
+def modeled_fractions() -> dict[tuple[str, int, str, str], float]:
+    """(shape, ndim, direction, dtype) -> the report's modeled fraction for the whole-vector kernel:
+    at that shape where the report models it (its SHAPES), else ("best", ...) at its best geometry."""
     from kernel_report import report
 
     from ops.library import build_cuda_library
 
-    rows = report(build_cuda_library().path)
-    return {(r.ndim, r.direction, r.dtype): r.modeled_fraction for r in rows if r.loads == "vector"}
+    fractions = {}
+    for r in (r for r in report(build_cuda_library().path) if r.loads == "vector"):
+        fractions[("best", r.ndim, r.direction, r.dtype)] = r.modeled_fraction
+        for shape, at in r.at_shapes.items():
+            fractions[(shape, r.ndim, r.direction, r.dtype)] = at["fraction"]
+    return fractions
+
+
+def modeled(model: dict, shape: tuple[int, ...], direction: str, dtype: str) -> float:
+    ndim = len(shape) - 2
+    return model.get((str(shape), ndim, direction, dtype), model.get(("best", ndim, direction, dtype), float("nan")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ms": m[f"{direction}_ms"],
                     "copy_ms": m["copy_ms"],
                     "measured_fraction": m[f"{direction}_fraction"],
-                    "modeled_fraction": model.get((len(shape) - 2, direction, name), float("nan")),
+                    "modeled_fraction": modeled(model, shape, direction, name),
                 })
     print(f"torch {torch.__version__}, device {args.device}"
           + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else f", {torch.get_num_threads()} threads"))

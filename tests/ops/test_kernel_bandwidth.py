@@ -31,3 +31,12 @@ def test_measures_every_kernel_and_dtype_on_the_cpu(tmp_path):
         assert 0 < float(r["measured_fraction"]) < math.inf and float(r["ms"]) > 0
         assert math.isnan(float(r["modeled_fraction"]))  # no model for the CPU kernels
     assert "| 2x4x64x128 | 2D forward | float32 |" in result.stdout
+
+
+def test_a_measurement_stands_beside_the_model_at_its_own_shape():
+    from scripts import kernel_bandwidth
+
+    model = {("(2, 16, 64, 96, 96)", 3, "forward", "float16"): 0.69, ("best", 3, "forward", "float16"): 0.97}
+    assert kernel_bandwidth.modeled(model, (2, 16, 64, 96, 96), "forward", "float16") == 0.69
+    assert kernel_bandwidth.modeled(model, (1, 2, 16, 32, 64), "forward", "float16") == 0.97  # not in the report
+    assert math.isnan(kernel_bandwidth.modeled(model, (8, 32, 256, 256), "forward", "float16"))
