@@ -11,7 +11,7 @@ sample loads) with `cuobjdump` (CUDA toolkit, or the copy triton ships):
 - `-sass`: the march's steady-state loop (the backward branch whose body stores to global memory
   with the fewest instructions per stored byte), each instruction counted once, both sides of a
   branch included. The launch geometry comes from the kernels' own code (the test-only op
-  `segnet_ops::_march_launch`, which calls make_march_geometry()).
+  `segnet_ops::_march_launch`, which calls make_march_geometry() and split_outer_axis()).
 
 The model: an H200 (sm_90) at 1.98 GHz with 132 SMs. Per SM and clock (CUDA C++ Programming
 Guide, "Arithmetic Instructions", compute capability 9.0, in thread operations):
@@ -30,8 +30,9 @@ Guide, "Arithmetic Instructions", compute capability 9.0, in thread operations):
       layout's lane stride; a shuffle takes one.
 
 A warp's loop iteration therefore costs an SM max(instructions / 4, each pipe's count / its rate)
-clocks, and produces outputs_per_iteration x 32 outputs (x rows_per_unit / unit_warps in the 3D
-backward pass, whose two halo warps per unit run the loop without outputs of their own).
+clocks, and produces outputs_per_iteration x 32 outputs (x the unit's warps with outputs over its
+warps in the 3D backward pass, whose two halo warps per unit run the loop without outputs of
+their own).
 
 Resident warps per SM: 64 at most, 32 blocks, 65,536 registers allocated per warp in units of
 256 (registers per lane rounded up to 8) and per block in groups of 4 warps, 228 KB of shared

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kSumThreads)
 }
 
 // Once per kernel and device: the shared-memory opt-in its blocks need (a block of the 3D backward
-// pass stages 89 KB, more than the 48 KB a launch gets without one, within every architecture
+// pass stages 88 KB, more than the 48 KB a launch gets without one, within every architecture
 // the library is built for: 99 KB on sm_86, sm_89, sm_120), and how many of its units the device
 // runs at a time, from which a launch's segments follow (split_outer_axis). A kernel's blocks
 // need the same bytes at every launch (they follow from its template arguments), so neither is

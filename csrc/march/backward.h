@@ -215,7 +215,7 @@ SEGNET_HD void backward_march(Group& group, int begin, int end, int outer, int u
     const bool emit = p - 1 >= begin;
     group.each([&](auto& lane) { lane.outer_adjoint(p, emit); });
   };
-  march_in_rounds<Group::kRing, 2 % Group::kRing>(first, last, step);
+  march_in_rounds<Group::kRing, kPrimedPlanes % Group::kRing>(first, last, step);
   group.each([&](auto& lane) { lane.ahead.drain(); });
   if (end == outer) group.each([&](auto& lane) { lane.finish_last_plane(); });
   group.reduce_warp_sums();

@@ -61,7 +61,7 @@ SEGNET_HD void forward_march(Group& group, int begin, int end) {
       lane.emit(p);
     });
   };
-  march_in_rounds<Group::kRing, 2 % Group::kRing>(begin, end - 1, step);
+  march_in_rounds<Group::kRing, kPrimedPlanes % Group::kRing>(begin, end - 1, step);
   group.each([&](auto& lane) { lane.ahead.drain(); });
 }
 

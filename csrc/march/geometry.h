@@ -30,11 +30,15 @@ constexpr int64_t kMaxUnits = 2147483647;  // units are counted in 32 bits: deco
 
 enum class Pass { kForward, kBackward };
 
+// Planes a unit's march takes in before its first step (the window's first two): they produce no
+// output.
+constexpr int kPrimedPlanes = 2;
+
 // Planes loaded ahead of the one arriving (prefetch.h): a ring of that many slots per lane. Three
 // for whole-vector loads, staged in shared memory: with two, a 16-bit 3D forward lane (12 warps
 // per SM) has too few bytes in flight to cover DRAM latency (scripts/kernel_report.py). Two in
 // the 3D backward pass, which two keep ahead of DRAM latency and whose 16-warp block would stage
-// 122 KB with three (more than the 99 KB of sm_86, sm_89 and sm_120), and in the general form,
+// 120 KB with three (more than the 99 KB of sm_86, sm_89 and sm_120), and in the general form,
 // whose ring is in registers (a third made the 16-bit 3D forward lane spill).
 constexpr SEGNET_HD int ring_slots(int ndim, Pass pass, bool vector) {
   return vector && !(ndim == 3 && pass == Pass::kBackward) ? 3 : 2;
@@ -125,9 +129,12 @@ SEGNET_HD LaneSite lane_site(const MarchGeometry& g, unsigned unit, int thread) 
   const int segment = int(r / unsigned(g.spans));
   s.warp = thread / kWarpLanes;
   s.lane = thread % kWarpLanes;
+  // Rows packed into a warp: lanes past the last whole row read that row again (their loads join
+  // its lanes' sectors) and own nothing.
   const int packed_row = s.lane / g.row_lanes;  // 0 unless rows are packed
-  const bool halo_rows = g.unit_warps > g.rows_per_unit;  // 3D backward: one halo row each side
-  s.row = row_group * g.rows_per_unit + (s.warp - (halo_rows ? 1 : 0)) * g.rows_per_warp + packed_row;
+  const int row_in_warp = packed_row < g.rows_per_warp ? packed_row : g.rows_per_warp - 1;
+  const bool halo_rows = g.unit_warps > g.rows_per_unit / g.rows_per_warp;  // 3D backward: a halo row each side
+  s.row = row_group * g.rows_per_unit + (s.warp - (halo_rows ? 1 : 0)) * g.rows_per_warp + row_in_warp;
   s.ghost_row = s.row < 0 || s.row >= g.middle;
   s.w0 = span * g.span_stride + s.lane % g.row_lanes * g.strip;
   s.begin = segment * g.segment;
@@ -173,9 +180,9 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   g.rows_per_unit = shared_rows ? backward_rows(g.vector) : g.rows_per_warp;
   g.unit_warps = unit_warps(ndim, pass, g.vector);
   g.row_groups = (g.middle + g.rows_per_unit - 1) / g.rows_per_unit;
-  // Forward: two planes primed before the first output. Backward: two primed, two marched past
-  // the last output (its adjoint reaches one plane further each way).
-  g.extra_planes = pass == Pass::kForward ? 2 : 4;
+  // Forward: the primed planes. Backward: those and two marched past the last output (its adjoint
+  // reaches one plane further each way).
+  g.extra_planes = kPrimedPlanes + (pass == Pass::kForward ? 0 : 2);
   g.threads = block_threads(ndim, pass, g.vector);
   g.staging_offset = shared_rows ? size_t(g.unit_warps) * kSharedQuantities * kWarpLanes * strip * acc_bytes : 0;
   // Staging: per warp, the ring's slots of each row read ahead (the middle-axis rows, and grad_y's).
@@ -198,7 +205,8 @@ inline void split_outer_axis(MarchGeometry& g, int64_t resident_units) {
   for (int wanted = 1; wanted <= (g.outer + kMinSegment - 1) / kMinSegment; ++wanted) {  // outer >= 1
     const int length = std::max((g.outer + wanted - 1) / wanted, kMinSegment);
     const int segments = (g.outer + length - 1) / length;
-    const int64_t steps = (across * segments + resident_units - 1) / resident_units * (length + g.extra_planes);
+    const int64_t waves = (across * segments - 1) / resident_units + 1;
+    const int64_t steps = waves * (length + g.extra_planes);
     if (fewest < 0 || steps < fewest) {
       fewest = steps;
       g.segment = length;

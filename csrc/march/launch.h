@@ -16,7 +16,8 @@
 namespace segnet {
 
 // `resident_units(g)`: how many units of the launch laid out as g the device runs at a time (the
-// launch's segments follow from it: split_outer_axis).
+// launch's segments follow from it: split_outer_axis). It is asked before the split, so it may
+// read g's layout (threads, shared_bytes, unit_warps, vector) but not its segments or units.
 template <int NDIM, Pass PASS, typename scalar_t, typename acc_t, typename Residency>
 MarchGeometry march_geometry(const at::Tensor& x, std::initializer_list<at::Tensor> data, Residency&& resident_units) {
   constexpr int S = strip_width<NDIM, PASS, scalar_t>();

@@ -127,7 +127,7 @@ struct MarchLane {
   template <int SLOT>
   SEGNET_HD void fetch_extra(Slot<SLOT>, int) {}
 
-  // Plane q arrives from slot SLOT: its rows widened, plane q + 2's loads issued into the slot,
+  // Plane q arrives from slot SLOT: its rows widened, plane q + kRing's loads issued into the slot,
   // the rows combined across the middle axis.
   template <int SLOT>
   SEGNET_HD void arrive(Slot<SLOT> slot, int q) {
@@ -140,7 +140,7 @@ struct MarchLane {
 };
 
 // The march's start: planes q .. q + kRing - 1 into ring slots 0 .. kRing - 1, one group of loads
-// each. The first two planes are primed (their arrivals produce no output); each later slot also
+// each. The first kPrimedPlanes are primed (their arrivals produce no output); each later slot also
 // takes the lane's extra rows for the step that plane arrives in (lane.fetch_extra: grad_y's
 // plane before it in the backward pass, nothing in the forward pass).
 template <class Group>
@@ -148,7 +148,7 @@ SEGNET_HD void start_ring(Group& group, int q) {
   group.each([&](auto& lane) {
     for_each_slot<Group::kRing, 0>([&](auto slot, int k) {
       lane.fetch(slot, q + k);
-      if (k >= 2) lane.fetch_extra(slot, q + k);
+      if (k >= kPrimedPlanes) lane.fetch_extra(slot, q + k);
       lane.ahead.commit();
     });
   });

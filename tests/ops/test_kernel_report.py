@@ -103,6 +103,10 @@ def test_segments_fill_an_idle_device_and_stay_long_on_a_full_one():
     full = kernel_report.launch(shape, "float32", backward=True, resident_units=132)
     assert (full["segment"], full["segments"], full["units"]) == (64, 1, 224)
     assert kernel_report.launch(shape, "float32", backward=False)["extra_planes"] == 2
+    assert kernel_report.launch(shape, "float32", backward=True, resident_units=2**62)["segments"] == 8
+    for outer in (1, 5):  # shorter than a segment: one, of kMinSegment planes (the march stops at the end)
+        short = kernel_report.launch((2, 3, outer, 9, 16), "float32", backward=True, resident_units=1)
+        assert (short["segment"], short["segments"]) == (8, 1)
 
 
 @needs_nvcc
