@@ -50,35 +50,38 @@ struct Rows {
   acc_t* inner;
 };
 
-// The adjoint of both 3-tap filters, clamped, along an axis of length n at index i: the
-// neighbours i-1, i, i+1 it gathers from and their weights in [-1,0,1]^T and in [1,2,1]^T. A
-// neighbour outside the axis gets weight 0 and index i, so that the loops need no branch.
+// The clamped adjoint of both 3-tap filters on an axis of length n, between index i and its
+// neighbours i-1, i, i+1 (k = 0, 1, 2): the weights in [-1,0,1]^T and in [1,2,1]^T, 0 for a
+// neighbour outside the axis, so that the loops need no branch. Gathered, they are the weights
+// with which i collects its neighbours' values (a neighbour outside is read clamped, as i);
+// scattered, those with which i's value reaches its neighbours.
+enum class Adjoint { kGather, kScatter };
+
 template <typename acc_t>
-struct AxisAdjoint {
-  int index[3];
+struct AdjointWeights {
   acc_t diff[3], smooth[3];
-  AxisAdjoint(int i, int n) {
+  AdjointWeights(int i, int n, Adjoint how) {
     for (int k = 0; k < 3; ++k) {
       const int neighbour = i + k - 1;
       const bool inside = neighbour >= 0 && neighbour < n;
-      index[k] = inside ? neighbour : i;
-      diff[k] = inside ? adjoint_tap(kDeriv, neighbour, i, n) : 0.0f;
-      smooth[k] = inside ? adjoint_tap(kSmooth, neighbour, i, n) : 0.0f;
+      const int from = how == Adjoint::kScatter ? i : neighbour, to = how == Adjoint::kScatter ? neighbour : i;
+      diff[k] = inside ? adjoint_tap(kDeriv, from, to, n) : 0.0f;
+      smooth[k] = inside ? adjoint_tap(kSmooth, from, to, n) : 0.0f;
     }
   }
 };
 
-// Per-thread scratch of a volume sweep, allocated once per parallel chunk. Rings hold three
-// rows (or planes), slot = index % 3. Padded rows have one ghost sample each side.
+// Per-thread scratch of a volume sweep, allocated once per parallel chunk. Rings hold three rows
+// (slot = row % 3) or two planes (slot = plane % 2).
 template <int NDIM, typename acc_t>
 struct Scratch {
   int inner;
   int64_t plane;
   std::vector<acc_t> along_outer;  // ring of rows: x smoothed, then x differentiated along the outer axis
   std::vector<acc_t> padded;       // one row's derivative inputs (3); backward: its v_d (3)
-  std::vector<acc_t> adjoined;     // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
-  std::vector<acc_t> outer_inputs;  // backward: ring of planes of P, then Q (backward_slabs)
-  std::vector<AxisAdjoint<acc_t>> outer_taps, middle_taps;  // backward: at every index of the axis
+  std::vector<acc_t> adjoined;    // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
+  std::vector<acc_t> outer_sums;  // backward: ring of planes of grad_x's adjoint along the outer axis so far
+  std::vector<AdjointWeights<acc_t>> outer_weights, middle_weights;  // backward: at every index of the axis
 
   Scratch(const Frame<NDIM>& f, bool backward)
       : inner(f.inner),
@@ -86,20 +89,19 @@ struct Scratch {
         along_outer(6 * size_t(inner)),
         padded((backward ? 6 : 3) * size_t(inner + 2)),
         adjoined(backward && NDIM == 3 ? 9 * size_t(inner) : 0),
-        outer_inputs(backward ? 6 * size_t(plane) : 0) {
-    for (int i = 0; backward && i < f.outer; ++i) outer_taps.emplace_back(i, f.outer);
-    for (int i = 0; backward && NDIM == 3 && i < f.middle; ++i) middle_taps.emplace_back(i, f.middle);
+        outer_sums(backward ? 2 * size_t(plane) : 0) {
+    for (int i = 0; backward && i < f.outer; ++i) outer_weights.emplace_back(i, f.outer, Adjoint::kScatter);
+    for (int i = 0; backward && NDIM == 3 && i < f.middle; ++i) middle_weights.emplace_back(i, f.middle, Adjoint::kGather);
   }
 
   acc_t* smoothed_along_outer(int r) { return along_outer.data() + (r % 3) * size_t(inner); }
   acc_t* differentiated_along_outer(int r) { return along_outer.data() + (3 + r % 3) * size_t(inner); }
   acc_t* padded_row(int k) { return padded.data() + k * size_t(inner + 2) + 1; }
-  Rows<acc_t> adjoined_row(int r) {
-    acc_t* slot = adjoined.data() + 3 * (r % 3) * size_t(inner);
-    return {slot, slot + inner, slot + 2 * inner};
-  }
-  acc_t* P(int s) { return outer_inputs.data() + 2 * (s % 3) * plane; }
-  acc_t* Q(int s) { return outer_inputs.data() + (2 * (s % 3) + 1) * plane; }
+  Rows<acc_t> adjoined_row(int r) { return three_rows(adjoined.data() + 3 * (r % 3) * size_t(inner), inner); }
+  acc_t* outer_sum(int s) { return outer_sums.data() + (s % 2) * plane; }
+
+ private:
+  static Rows<acc_t> three_rows(acc_t* first, int stride) { return {first, first + stride, first + 2 * stride}; }
 };
 
 // The row loops below carry `#pragma omp simd`: their rows never overlap, but they go through
@@ -212,102 +214,187 @@ acc_t adjoint_inputs_row(const Rows<acc_t>& in, const scalar_t* grad_y, acc_t al
   return sum;
 }
 
-// The adjoint along the row of the padded rows v: [1,2,1]^T of the outer and middle v_d,
-// [-1,0,1]^T of the inner one, into `out`. The ghost samples make it the clamped adjoint of
-// docs/edge-op.md in one loop: a ghost u[-1] = u[0] gives [1,2,1]^T its border sum 3 u[0] +
-// u[1], a ghost u[-1] = -u[0] gives [-1,0,1]^T its -u[0] - u[1]; mirrored at the far end, and
-// both give 4 u[0] and 0 on a row of one sample.
-template <int NDIM, typename acc_t>
-void row_adjoint(Rows<acc_t> v, int W, Rows<acc_t> out) {
+// Ghost samples that make row_adjoint_at the clamped adjoint of docs/edge-op.md with no branch:
+// a ghost u[-1] = u[0] gives [1,2,1]^T its border sum 3 u[0] + u[1], a ghost u[-1] = -u[0] gives
+// [-1,0,1]^T its -u[0] - u[1]; mirrored at the far end, and both give 4 u[0] and 0 on a row of
+// one sample.
+template <typename acc_t>
+void set_adjoint_ghosts(Rows<acc_t> v, int W) {
   for (acc_t* u : {v.outer, v.middle}) {
     u[-1] = u[0];
     u[W] = u[W - 1];
   }
   v.inner[-1] = -v.inner[0];
   v.inner[W] = -v.inner[W - 1];
+}
+
+// The adjoint along the row at sample j of the padded rows v: [1,2,1]^T of the outer and middle
+// v_d, [-1,0,1]^T of the inner one.
+template <int NDIM, typename acc_t>
+inline Triple<acc_t> row_adjoint_at(const Rows<acc_t>& v, int j) {
+  return {v.outer[j - 1] + 2 * v.outer[j] + v.outer[j + 1],
+          NDIM == 3 ? v.middle[j - 1] + 2 * v.middle[j] + v.middle[j + 1] : acc_t(0), v.inner[j - 1] - v.inner[j + 1]};
+}
+
+// 3D: the padded rows v adjoined along the row, into `out`.
+template <typename acc_t>
+void row_adjoint(const Rows<acc_t>& v, int W, Rows<acc_t> out) {
 #pragma omp simd
   for (int j = 0; j < W; ++j) {
-    out.outer[j] = v.outer[j - 1] + 2 * v.outer[j] + v.outer[j + 1];
-    if (NDIM == 3) out.middle[j] = v.middle[j - 1] + 2 * v.middle[j] + v.middle[j + 1];
-    out.inner[j] = v.inner[j - 1] - v.inner[j + 1];
+    const Triple<acc_t> a = row_adjoint_at<3>(v, j);
+    out.outer[j] = a.outer;
+    out.middle[j] = a.middle;
+    out.inner[j] = a.inner;
   }
 }
 
-// 3D: row q of P and Q of plane s, from the ring of row-adjoined v_d: across the rows,
-// [1,2,1]^T of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner
-// one is Q.
-template <int NDIM, typename acc_t>
-void middle_adjoint(Scratch<NDIM, acc_t>& sc, const Frame<NDIM>& f, int s, int q) {
-  const AxisAdjoint<acc_t>& t = sc.middle_taps[q];
-  const Rows<acc_t> a0 = sc.adjoined_row(t.index[0]), a1 = sc.adjoined_row(t.index[1]), a2 = sc.adjoined_row(t.index[2]);
-  acc_t* P = sc.P(s) + int64_t(q) * f.inner;
-  acc_t* Q = sc.Q(s) + int64_t(q) * f.inner;
+// What the adjoint along the outer axis applies to, at one sample: P to [-1,0,1]^T, Q to
+// [1,2,1]^T.
+template <typename acc_t>
+struct OuterInputs {
+  acc_t P, Q;
+};
+
+// 3D: P and Q at row q, gathered across the rows from the row-adjoined v_d around it: [1,2,1]^T
+// of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner one is Q. The
+// weights are a copy: the compiler keeps them in registers only when no store can reach them.
+template <typename acc_t>
+struct MiddleAdjoint {
+  Rows<acc_t> up, here, down;
+  AdjointWeights<acc_t> w;
+
+  OuterInputs<acc_t> at(int j) const {
+    return {w.smooth[0] * up.outer[j] + w.smooth[1] * here.outer[j] + w.smooth[2] * down.outer[j],
+            w.diff[0] * up.middle[j] + w.diff[1] * here.middle[j] + w.diff[2] * down.middle[j] +
+                w.smooth[0] * up.inner[j] + w.smooth[1] * here.inner[j] + w.smooth[2] * down.inner[j]};
+  }
+};
+
+// 2D: P and Q along a row, a plane of its own: the row adjoint of the padded rows v.
+template <typename acc_t>
+struct RowAdjoint {
+  Rows<acc_t> v;
+
+  OuterInputs<acc_t> at(int j) const {
+    const Triple<acc_t> a = row_adjoint_at<2>(v, j);
+    return {a.outer, a.inner};
+  }
+};
+
+// Row q of the planes that the adjoint along the outer axis of plane s reaches: grad_x at plane
+// s - 1, which plane s completes, and the running sums of planes s and s + 1; plane s + 1's sum
+// starts in the slot that plane s - 1's leaves.
+template <typename scalar_t, typename acc_t>
+struct OuterTargets {
+  const scalar_t* grad_y_before;
+  scalar_t* grad_x_before;
+  acc_t* sum_here;
+  acc_t* sum_before_then_after;
+};
+
+// The adjoint along the outer axis, scattered: plane s's P and Q reach planes s-1, s and s+1
+// with the weights w (a copy, as in MiddleAdjoint). grad_x at plane s - 1 is written where it is
+// this range's to complete.
+template <bool kCompletesBefore, typename scalar_t, typename acc_t, typename Inputs>
+void scatter_along_outer(const Inputs inputs, const AdjointWeights<acc_t> w, int W,
+                         const OuterTargets<scalar_t, acc_t>& t) {
 #pragma omp simd
-  for (int j = 0; j < f.inner; ++j) {
-    P[j] = t.smooth[0] * a0.outer[j] + t.smooth[1] * a1.outer[j] + t.smooth[2] * a2.outer[j];
-    Q[j] = t.diff[0] * a0.middle[j] + t.diff[1] * a1.middle[j] + t.diff[2] * a2.middle[j] +
-           t.smooth[0] * a0.inner[j] + t.smooth[1] * a1.inner[j] + t.smooth[2] * a2.inner[j];
+  for (int j = 0; j < W; ++j) {
+    const OuterInputs<acc_t> in = inputs.at(j);
+    const acc_t before = w.diff[0] * in.P + w.smooth[0] * in.Q, here = w.diff[1] * in.P + w.smooth[1] * in.Q,
+                after = w.diff[2] * in.P + w.smooth[2] * in.Q;
+    if (kCompletesBefore) {
+      const acc_t adjoint = t.sum_before_then_after[j] + before;
+      t.grad_x_before[j] = static_cast<scalar_t>(static_cast<acc_t>(t.grad_y_before[j]) + adjoint);
+    }
+    t.sum_here[j] += here;
+    t.sum_before_then_after[j] = after;
   }
 }
 
-// grad_x at row (p, q) = grad_y + the adjoint along the outer axis of P ([-1,0,1]^T) and Q
-// ([1,2,1]^T), whose planes p-1, p, p+1 are in the ring.
-template <int NDIM, typename scalar_t, typename acc_t>
-void grad_input_row(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int p, int q, Scratch<NDIM, acc_t>& sc) {
-  const AxisAdjoint<acc_t>& t = sc.outer_taps[p];
-  const int64_t row = int64_t(q) * f.inner;
-  const acc_t *P0 = sc.P(t.index[0]) + row, *P1 = sc.P(t.index[1]) + row, *P2 = sc.P(t.index[2]) + row;
-  const acc_t *Q0 = sc.Q(t.index[0]) + row, *Q1 = sc.Q(t.index[1]) + row, *Q2 = sc.Q(t.index[2]) + row;
-  const scalar_t* grad_y = gy + f.row_offset(p, q);
-  scalar_t* out = gx + f.row_offset(p, q);
-#pragma omp simd
-  for (int j = 0; j < f.inner; ++j) {
-    const acc_t adjoint = t.diff[0] * P0[j] + t.diff[1] * P1[j] + t.diff[2] * P2[j] +
-                          t.smooth[0] * Q0[j] + t.smooth[1] * Q1[j] + t.smooth[2] * Q2[j];
-    out[j] = static_cast<scalar_t>(static_cast<acc_t>(grad_y[j]) + adjoint);
-  }
+template <typename scalar_t, typename acc_t, typename Inputs>
+void scatter_along_outer(bool completes_before, const Inputs& inputs, const AdjointWeights<acc_t>& w, int W,
+                         const OuterTargets<scalar_t, acc_t>& t) {
+  if (completes_before) scatter_along_outer<true>(inputs, w, W, t);
+  else scatter_along_outer<false>(inputs, w, W, t);
 }
 
-// One plane of the backward march: P and Q of plane s into its ring slot, row by row, and with
-// each of their rows q, grad_x at row q of planes [done_begin, done_end), which plane s
-// completes. Returns plane s's share of grad_alpha. Row q of P and Q is complete once the
-// row-adjoined v_d of row q + 1 is in (3D; in 2D a plane is one row, adjoined straight into P
-// and Q).
+// A volume's backward pass: its inputs, its output and its constants.
+template <typename scalar_t>
+struct BackwardVolume {
+  using acc_t = at::opmath_type<scalar_t>;
+  const scalar_t* grad_y;
+  const scalar_t* x;
+  scalar_t* grad_x;
+  acc_t alpha, eps;
+};
+
+// One plane of the backward march: v_d row by row, adjoined along the row, across the rows (3D)
+// and, scattered, along the outer axis; with row q of plane s, row q of grad_x at plane s - 1 is
+// complete (written if `completes_before`). Returns plane s's share of grad_alpha. Row q's
+// adjoint across the rows is complete once the row-adjoined v_d of row q + 1 is in.
 template <int NDIM, typename scalar_t>
-double backward_plane(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
-                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s, int done_begin, int done_end,
+double backward_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f, int s, bool completes_before,
                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
   const Rows<acc_t> v{sc.padded_row(3), sc.padded_row(4), sc.padded_row(5)};
+  const AdjointWeights<acc_t>& along_outer = sc.outer_weights[s];
+  auto targets = [&](int q) {
+    const int64_t row = int64_t(q) * f.inner;
+    const int64_t before = f.row_offset(std::max(s - 1, 0), q);  // plane 0 completes no plane before it
+    return OuterTargets<scalar_t, acc_t>{vol.grad_y + before, vol.grad_x + before, sc.outer_sum(s) + row,
+                                         sc.outer_sum(s + 1) + row};
+  };
   auto row_complete = [&](int q) {
-    if (NDIM == 3) middle_adjoint(sc, f, s, q);
-    for (int p = done_begin; p < done_end; ++p) grad_input_row(gy, gx, f, p, q, sc);
+    const MiddleAdjoint<acc_t> across{sc.adjoined_row(clamp_index(q - 1, f.middle)), sc.adjoined_row(q),
+                                      sc.adjoined_row(clamp_index(q + 1, f.middle)), sc.middle_weights[q]};
+    scatter_along_outer(completes_before, across, along_outer, f.inner, targets(q));
   };
   double share = 0;
   for (int r = 0; r < f.middle; ++r) {
-    const Rows<acc_t> in = derivative_inputs(x, f, s, r, sc);
-    share += adjoint_inputs_row<NDIM>(in, gy + f.row_offset(s, r), alpha, eps, f.inner, v);
-    row_adjoint<NDIM>(v, f.inner, NDIM == 3 ? sc.adjoined_row(r) : Rows<acc_t>{sc.P(s), nullptr, sc.Q(s)});
-    if (r > 0) row_complete(r - 1);
-    if (r == f.middle - 1) row_complete(r);
+    const Rows<acc_t> in = derivative_inputs(vol.x, f, s, r, sc);
+    share += adjoint_inputs_row<NDIM>(in, vol.grad_y + f.row_offset(s, r), vol.alpha, vol.eps, f.inner, v);
+    set_adjoint_ghosts(v, f.inner);
+    if constexpr (NDIM == 2) {
+      scatter_along_outer(completes_before, RowAdjoint<acc_t>{v}, along_outer, f.inner, targets(0));
+    } else {
+      row_adjoint(v, f.inner, sc.adjoined_row(r));
+      if (r > 0) row_complete(r - 1);
+      if (r == f.middle - 1) row_complete(r);
+    }
   }
   return share;
 }
 
-// grad_x at planes [begin, end) of a volume; returns their share of grad_alpha. One pass over
-// the planes: grad_x at plane p is complete once P and Q of plane p + 1 are in (of p itself
-// for the last plane). The adjoint reaches one plane to each side, so P and Q are computed from
-// plane begin - 1 to end (the planes outside the range add nothing to the share).
+// grad_x at the last plane: its sum is complete once the plane itself is in (nothing comes
+// after it).
 template <int NDIM, typename scalar_t>
-double backward_slabs(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
-                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc,
-                      int begin, int end) {
+void finish_last_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
+                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t start = f.row_offset(f.outer - 1, 0);
+  const acc_t* sum = sc.outer_sum(f.outer - 1);
+#pragma omp simd
+  for (int64_t i = 0; i < f.plane(); ++i)
+    vol.grad_x[start + i] = static_cast<scalar_t>(static_cast<acc_t>(vol.grad_y[start + i]) + sum[i]);
+}
+
+// grad_x at planes [begin, end) of a volume; returns their share of grad_alpha. One pass over
+// the planes: grad_x at plane p is complete once plane p + 1 is in (the last plane once it is
+// in itself). The adjoint reaches one plane to each side, so the planes from begin - 1 to end
+// are marched (those outside the range add nothing to the share). The first one's sum starts
+// at 0: nothing comes before plane 0, and a range never completes the plane before it.
+template <int NDIM, typename scalar_t>
+double backward_slabs(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
+                      Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
+  const int first = std::max(begin - 1, 0), last = std::min(end, f.outer - 1);
+  std::fill_n(sc.outer_sum(first), f.plane(), 0);
   double total = 0;
-  for (int s = std::max(begin - 1, 0); s <= std::min(end, f.outer - 1); ++s) {
-    const int done_begin = std::max(s - 1, begin), done_end = std::min(s == f.outer - 1 ? s + 1 : s, end);
-    const double share = backward_plane<NDIM>(gy, x, gx, alpha, eps, f, s, done_begin, done_end, sc);
+  for (int s = first; s <= last; ++s) {
+    const double share = backward_plane(vol, f, s, s > begin, sc);
     if (s >= begin && s < end) total += share;
   }
+  if (end == f.outer) finish_last_plane(vol, f, sc);
   return total;
 }
 
@@ -388,9 +475,10 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
       for_each_slab_range<NDIM, acc_t>(e, f, ranges, true,
                                        [&](int64_t item, int64_t p, int begin, int end, Scratch<NDIM, acc_t>& sc) {
                                          const int64_t off = p * e.volume();
-                                         partial[item] = backward_slabs<NDIM>(
-                                             gp + off, xp + off, gxp + off, static_cast<acc_t>(ap[p % e.channels]),
-                                             static_cast<acc_t>(eps), f, sc, begin, end);
+                                         const BackwardVolume<scalar_t> vol{gp + off, xp + off, gxp + off,
+                                                                            static_cast<acc_t>(ap[p % e.channels]),
+                                                                            static_cast<acc_t>(eps)};
+                                         partial[item] = backward_slabs(vol, f, sc, begin, end);
                                        });
     };
     if (x.dim() == 4) run(std::integral_constant<int, 2>{});
