@@ -157,14 +157,23 @@ Rows<acc_t> derivative_inputs(const scalar_t* vol, const Frame<NDIM>& f, int s, 
   return in;
 }
 
-// Along the row at sample j: the normalized derivatives g_d.
+// Along the row at sample j: the derivatives before their normalization, kernel_norm * g_d.
 template <int NDIM, typename acc_t>
-inline Triple<acc_t> derivatives_at(const Rows<acc_t>& in, int j, acc_t inv) {
-  Triple<acc_t> g;
-  g.outer = (in.outer[j - 1] + 2 * in.outer[j] + in.outer[j + 1]) * inv;
-  g.middle = NDIM == 3 ? (in.middle[j - 1] + 2 * in.middle[j] + in.middle[j + 1]) * inv : acc_t(0);
-  g.inner = (in.inner[j + 1] - in.inner[j - 1]) * inv;
-  return g;
+inline Triple<acc_t> derivatives_at(const Rows<acc_t>& in, int j) {
+  Triple<acc_t> raw;
+  raw.outer = in.outer[j - 1] + 2 * in.outer[j] + in.outer[j + 1];
+  raw.middle = NDIM == 3 ? in.middle[j - 1] + 2 * in.middle[j] + in.middle[j + 1] : acc_t(0);
+  raw.inner = in.inner[j + 1] - in.inner[j - 1];
+  return raw;
+}
+
+// 1 / kernel_norm^2, which normalizes the derivatives where they meet, once per sample:
+// sum_d g_d^2 = (sum_d raw_d^2) / norm^2, and v_d times the normalization of the adjoint that
+// follows is (alpha / norm^2) * grad_y * raw_d / m. A power of two: exact, so the result is the
+// same as with g_d normalized one by one.
+template <int NDIM, typename acc_t>
+constexpr acc_t inverse_norm_squared() {
+  return acc_t(1) / (acc_t(kernel_norm(NDIM)) * acc_t(kernel_norm(NDIM)));
 }
 
 template <typename acc_t>
@@ -177,7 +186,7 @@ template <int NDIM, typename scalar_t>
 void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> eps,
                    const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
   using acc_t = at::opmath_type<scalar_t>;
-  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
+  const acc_t inv2 = inverse_norm_squared<NDIM, acc_t>();
   for (int s = begin; s < end; ++s) {
     for (int r = 0; r < f.middle; ++r) {
       const Rows<acc_t> in = derivative_inputs(x, f, s, r, sc);
@@ -185,30 +194,29 @@ void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alp
       scalar_t* yr = y + f.row_offset(s, r);
 #pragma omp simd
       for (int j = 0; j < f.inner; ++j) {  // the pass along the row, fused with the output
-        const acc_t m = edge_magnitude(sum_of_squares(derivatives_at<NDIM>(in, j, inv)), eps);
+        const acc_t m = edge_magnitude(sum_of_squares(derivatives_at<NDIM>(in, j)) * inv2, eps);
         yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, m));
       }
     }
   }
 }
 
-// v_d = alpha * grad_y * g_d / m along a row, into the padded rows `v`, times the normalization
-// 1/8 or 1/32 of the adjoint that follows (a power of two: exact); returns the row's
-// sum(grad_y * m). The sum runs in the vector lanes and adds them up in an order fixed at
+// v_d = alpha * grad_y * g_d / m along a row, times the normalization 1/8 or 1/32 of the adjoint
+// that follows, into the padded rows `v` (2D: no middle one); returns the row's sum(grad_y * m). The sum runs in the vector lanes and adds them up in an order fixed at
 // compile time: the same on every run and for any number of threads.
 template <int NDIM, typename scalar_t, typename acc_t>
 acc_t adjoint_inputs_row(const Rows<acc_t>& in, const scalar_t* grad_y, acc_t alpha, acc_t eps, int W, Rows<acc_t> v) {
-  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
+  const acc_t inv2 = inverse_norm_squared<NDIM, acc_t>(), gain = alpha * inv2;
   acc_t sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int j = 0; j < W; ++j) {
-    const Triple<acc_t> g = derivatives_at<NDIM>(in, j, inv);
-    const acc_t m = edge_magnitude(sum_of_squares(g), eps);
+    const Triple<acc_t> raw = derivatives_at<NDIM>(in, j);
+    const acc_t m = edge_magnitude(sum_of_squares(raw) * inv2, eps);
     const acc_t grad = static_cast<acc_t>(grad_y[j]);
-    const acc_t scale = adjoint_scale(alpha, grad, m) * inv;
-    v.outer[j] = scale * g.outer;
-    v.middle[j] = scale * g.middle;
-    v.inner[j] = scale * g.inner;
+    const acc_t scale = adjoint_scale(gain, grad, m);
+    v.outer[j] = scale * raw.outer;
+    if (NDIM == 3) v.middle[j] = scale * raw.middle;
+    v.inner[j] = scale * raw.inner;
     sum += grad * m;
   }
   return sum;
