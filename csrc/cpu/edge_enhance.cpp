@@ -50,27 +50,6 @@ struct Rows {
   acc_t* inner;
 };
 
-// The clamped adjoint of both 3-tap filters on an axis of length n, between index i and its
-// neighbours i-1, i, i+1 (k = 0, 1, 2): the weights in [-1,0,1]^T and in [1,2,1]^T, 0 for a
-// neighbour outside the axis, so that the loops need no branch. Gathered, they are the weights
-// with which i collects its neighbours' values (a neighbour outside is read clamped, as i);
-// scattered, those with which i's value reaches its neighbours.
-enum class Adjoint { kGather, kScatter };
-
-template <typename acc_t>
-struct AdjointWeights {
-  acc_t diff[3], smooth[3];
-  AdjointWeights(int i, int n, Adjoint how) {
-    for (int k = 0; k < 3; ++k) {
-      const int neighbour = i + k - 1;
-      const bool inside = neighbour >= 0 && neighbour < n;
-      const int from = how == Adjoint::kScatter ? i : neighbour, to = how == Adjoint::kScatter ? neighbour : i;
-      diff[k] = inside ? adjoint_tap(kDeriv, from, to, n) : 0.0f;
-      smooth[k] = inside ? adjoint_tap(kSmooth, from, to, n) : 0.0f;
-    }
-  }
-};
-
 // Per-thread scratch of a volume sweep, allocated once per parallel chunk. Rings hold three rows
 // (slot = row % 3) or two planes (slot = plane % 2).
 template <int NDIM, typename acc_t>
@@ -79,9 +58,9 @@ struct Scratch {
   int64_t plane;
   std::vector<acc_t> along_outer;  // ring of rows: x smoothed, then x differentiated along the outer axis
   std::vector<acc_t> padded;       // one row's derivative inputs (3); backward: its v_d (3)
-  std::vector<acc_t> adjoined;    // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
-  std::vector<acc_t> outer_sums;  // backward: ring of planes of grad_x's adjoint along the outer axis so far
-  std::vector<AdjointWeights<acc_t>> outer_weights, middle_weights;  // backward: at every index of the axis
+  std::vector<acc_t> adjoined;       // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
+  std::vector<acc_t> ghost_middle;   // backward, 3D: the middle one of a ghost row (ghost_row)
+  std::vector<acc_t> outer_sums;     // backward: ring of planes of grad_x's adjoint along the outer axis so far
 
   Scratch(const Frame<NDIM>& f, bool backward)
       : inner(f.inner),
@@ -89,10 +68,8 @@ struct Scratch {
         along_outer(6 * size_t(inner)),
         padded((backward ? 6 : 3) * size_t(inner + 2)),
         adjoined(backward && NDIM == 3 ? 9 * size_t(inner) : 0),
-        outer_sums(backward ? 2 * size_t(plane) : 0) {
-    for (int i = 0; backward && i < f.outer; ++i) outer_weights.emplace_back(i, f.outer, Adjoint::kScatter);
-    for (int i = 0; backward && NDIM == 3 && i < f.middle; ++i) middle_weights.emplace_back(i, f.middle, Adjoint::kGather);
-  }
+        ghost_middle(backward && NDIM == 3 ? size_t(inner) : 0),
+        outer_sums(backward ? 2 * size_t(plane) : 0) {}
 
   acc_t* smoothed_along_outer(int r) { return along_outer.data() + (r % 3) * size_t(inner); }
   acc_t* differentiated_along_outer(int r) { return along_outer.data() + (3 + r % 3) * size_t(inner); }
@@ -105,7 +82,9 @@ struct Scratch {
 };
 
 // The row loops below carry `#pragma omp simd`: their rows never overlap, but they go through
-// more pointers than the compiler's alias checks cover, and it would leave them scalar.
+// more pointers than the compiler's alias checks cover, and it would leave them scalar. The
+// per-sample members that scatter_along_outer calls are C10_ALWAYS_INLINE: a call left in the loop
+// keeps it scalar too, and among this file's many instantiations gcc's inliner leaves some out.
 
 // Along the outer axis at row (s, r) (clamped neighbours): S x = [1,2,1] and D x = [-1,0,1],
 // into the ring.
@@ -263,27 +242,35 @@ struct OuterInputs {
   acc_t P, Q;
 };
 
-// 3D: P and Q at row q, gathered across the rows from the row-adjoined v_d around it: [1,2,1]^T
-// of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner one is Q. The
-// weights are a copy: the compiler keeps them in registers only when no store can reach them.
+// 3D: P and Q at row q, across the rows from the row-adjoined v_d of rows q-1, q, q+1:
+// [1,2,1]^T of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner one
+// is Q. Past an end of the axis a ghost row stands in (ghost_row).
 template <typename acc_t>
-struct MiddleAdjoint {
+struct AcrossRows {
   Rows<acc_t> up, here, down;
-  AdjointWeights<acc_t> w;
 
-  OuterInputs<acc_t> at(int j) const {
-    return {w.smooth[0] * up.outer[j] + w.smooth[1] * here.outer[j] + w.smooth[2] * down.outer[j],
-            w.diff[0] * up.middle[j] + w.diff[1] * here.middle[j] + w.diff[2] * down.middle[j] +
-                w.smooth[0] * up.inner[j] + w.smooth[1] * here.inner[j] + w.smooth[2] * down.inner[j]};
+  C10_ALWAYS_INLINE OuterInputs<acc_t> at(int j) const {
+    return {up.outer[j] + 2 * here.outer[j] + down.outer[j],
+            up.middle[j] - down.middle[j] + up.inner[j] + 2 * here.inner[j] + down.inner[j]};
   }
 };
+
+// The row past an end of the middle axis, beside the end row: like the ghost samples of
+// set_adjoint_ghosts, a copy of it for [1,2,1]^T (the outer and inner v_d) and its negative for
+// [-1,0,1]^T (the middle one, into `negated_middle`) make AcrossRows the clamped adjoint.
+template <typename acc_t>
+Rows<acc_t> ghost_row(const Rows<acc_t>& end, acc_t* negated_middle, int W) {
+#pragma omp simd
+  for (int j = 0; j < W; ++j) negated_middle[j] = -end.middle[j];
+  return {end.outer, negated_middle, end.inner};
+}
 
 // 2D: P and Q along a row, a plane of its own: the row adjoint of the padded rows v.
 template <typename acc_t>
 struct RowAdjoint {
   Rows<acc_t> v;
 
-  OuterInputs<acc_t> at(int j) const {
+  C10_ALWAYS_INLINE OuterInputs<acc_t> at(int j) const {
     const Triple<acc_t> a = row_adjoint_at<2>(v, j);
     return {a.outer, a.inner};
   }
@@ -300,31 +287,68 @@ struct OuterTargets {
   acc_t* sum_before_then_after;
 };
 
-// The adjoint along the outer axis, scattered: plane s's P and Q reach planes s-1, s and s+1
-// with the weights w (a copy, as in MiddleAdjoint). grad_x at plane s - 1 is written where it is
-// this range's to complete.
-template <bool kCompletesBefore, typename scalar_t, typename acc_t, typename Inputs>
-void scatter_along_outer(const Inputs inputs, const AdjointWeights<acc_t> w, int W,
-                         const OuterTargets<scalar_t, acc_t>& t) {
+// What plane s's P and Q add to planes s-1, s and s+1 under the adjoint along the outer axis.
+template <typename acc_t>
+struct OuterShares {
+  acc_t before, here, after;
+};
+
+// Inside the axis: [-1,0,1]^T of P and [1,2,1]^T of Q as they read.
+template <typename acc_t>
+struct InteriorSplit {
+  C10_ALWAYS_INLINE OuterShares<acc_t> operator()(acc_t P, acc_t Q) const { return {Q - P, 2 * Q, Q + P}; }
+};
+
+// At plane 0 and the last (of n), with the clamped weights of docs/edge-op.md: the taps clamped
+// onto the end plane add up there, and nothing goes to a plane outside the axis. A ghost plane
+// would not do: the running sums have no slot for the plane before the first.
+template <typename acc_t>
+struct ClampedSplit {
+  acc_t diff[3], smooth[3];  // towards planes s-1, s, s+1
+
+  ClampedSplit(int s, int n) {
+    for (int k = 0; k < 3; ++k) {
+      const int target = s + k - 1;
+      const bool inside = target >= 0 && target < n;
+      diff[k] = inside ? adjoint_tap(kDeriv, s, target, n) : 0.0f;
+      smooth[k] = inside ? adjoint_tap(kSmooth, s, target, n) : 0.0f;
+    }
+  }
+  C10_ALWAYS_INLINE OuterShares<acc_t> operator()(acc_t P, acc_t Q) const {
+    return {diff[0] * P + smooth[0] * Q, diff[1] * P + smooth[1] * Q, diff[2] * P + smooth[2] * Q};
+  }
+};
+
+// The adjoint along the outer axis, scattered, for one row: plane s's P and Q, split among planes
+// s-1, s and s+1. grad_x at plane s - 1 is written where it is this range's to complete. Inputs
+// and split are copies: the compiler keeps what they hold in registers only when no store can
+// reach it.
+template <bool kCompletesBefore, typename scalar_t, typename acc_t, typename Inputs, typename Split>
+void scatter_along_outer(const Inputs inputs, const Split split, int W, const OuterTargets<scalar_t, acc_t>& t) {
 #pragma omp simd
   for (int j = 0; j < W; ++j) {
     const OuterInputs<acc_t> in = inputs.at(j);
-    const acc_t before = w.diff[0] * in.P + w.smooth[0] * in.Q, here = w.diff[1] * in.P + w.smooth[1] * in.Q,
-                after = w.diff[2] * in.P + w.smooth[2] * in.Q;
+    const OuterShares<acc_t> share = split(in.P, in.Q);
     if (kCompletesBefore) {
-      const acc_t adjoint = t.sum_before_then_after[j] + before;
+      const acc_t adjoint = t.sum_before_then_after[j] + share.before;
       t.grad_x_before[j] = static_cast<scalar_t>(static_cast<acc_t>(t.grad_y_before[j]) + adjoint);
     }
-    t.sum_here[j] += here;
-    t.sum_before_then_after[j] = after;
+    t.sum_here[j] += share.here;
+    t.sum_before_then_after[j] = share.after;
   }
 }
 
+// The loop above for plane s of n, for the case at hand: inside the axis or at one of its ends,
+// completing the plane before or not.
 template <typename scalar_t, typename acc_t, typename Inputs>
-void scatter_along_outer(bool completes_before, const Inputs& inputs, const AdjointWeights<acc_t>& w, int W,
+void scatter_along_outer(const Inputs& inputs, int s, int n, bool completes_before, int W,
                          const OuterTargets<scalar_t, acc_t>& t) {
-  if (completes_before) scatter_along_outer<true>(inputs, w, W, t);
-  else scatter_along_outer<false>(inputs, w, W, t);
+  const auto with = [&](const auto& split) {
+    if (completes_before) scatter_along_outer<true>(inputs, split, W, t);
+    else scatter_along_outer<false>(inputs, split, W, t);
+  };
+  if (s > 0 && s < n - 1) with(InteriorSplit<acc_t>{});
+  else with(ClampedSplit<acc_t>(s, n));
 }
 
 // A volume's backward pass: its inputs, its output and its constants.
@@ -346,7 +370,6 @@ double backward_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
   const Rows<acc_t> v{sc.padded_row(3), sc.padded_row(4), sc.padded_row(5)};
-  const AdjointWeights<acc_t>& along_outer = sc.outer_weights[s];
   auto targets = [&](int q) {
     const int64_t row = int64_t(q) * f.inner;
     const int64_t before = f.row_offset(std::max(s - 1, 0), q);  // plane 0 completes no plane before it
@@ -354,9 +377,12 @@ double backward_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
                                          sc.outer_sum(s + 1) + row};
   };
   auto row_complete = [&](int q) {
-    const MiddleAdjoint<acc_t> across{sc.adjoined_row(clamp_index(q - 1, f.middle)), sc.adjoined_row(q),
-                                      sc.adjoined_row(clamp_index(q + 1, f.middle)), sc.middle_weights[q]};
-    scatter_along_outer(completes_before, across, along_outer, f.inner, targets(q));
+    const Rows<acc_t> here = sc.adjoined_row(q);
+    const bool at_an_end = q == 0 || q == f.middle - 1;
+    const Rows<acc_t> ghost = at_an_end ? ghost_row(here, sc.ghost_middle.data(), f.inner) : Rows<acc_t>{};
+    const AcrossRows<acc_t> across{q > 0 ? sc.adjoined_row(q - 1) : ghost, here,
+                                   q + 1 < f.middle ? sc.adjoined_row(q + 1) : ghost};
+    scatter_along_outer(across, s, f.outer, completes_before, f.inner, targets(q));
   };
   double share = 0;
   for (int r = 0; r < f.middle; ++r) {
@@ -364,7 +390,7 @@ double backward_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
     share += adjoint_inputs_row<NDIM>(in, vol.grad_y + f.row_offset(s, r), vol.alpha, vol.eps, f.inner, v);
     set_adjoint_ghosts(v, f.inner);
     if constexpr (NDIM == 2) {
-      scatter_along_outer(completes_before, RowAdjoint<acc_t>{v}, along_outer, f.inner, targets(0));
+      scatter_along_outer(RowAdjoint<acc_t>{v}, s, f.outer, completes_before, f.inner, targets(0));
     } else {
       row_adjoint(v, f.inner, sc.adjoined_row(r));
       if (r > 0) row_complete(r - 1);
