@@ -5,11 +5,12 @@
 // plain, vectorizable loop over contiguous memory and each input sample is combined a handful
 // of times instead of 27. Backward recomputes g and m from x (nothing is saved by forward) and
 // applies the adjoint in the reverse order: along the row, across the rows, along the outer
-// axis. Intermediate values live in rings of three rows (in L1) and, backward, of three planes
-// (in L2), so x and grad_y are read from memory once and the output is written once. Threads
-// share the work by (volume, plane range): a batch with fewer volumes than threads has each
-// volume cut into ranges of planes, each of which recomputes the plane or two it needs past its
-// ends.
+// axis, the last one scattered: each plane adds its share to grad_x of the plane before it, which
+// it completes, and to the running sums of itself and the plane after it. Intermediate values
+// live in rings of three rows (in L1) and, backward, of two planes of running sums (in L2), so x
+// and grad_y are read from memory once and the output is written once. Threads share the work
+// by (volume, plane range): a batch with fewer volumes than threads has each volume cut into
+// ranges of planes, each of which recomputes the plane or two it needs past its ends.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -181,8 +182,9 @@ void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alp
 }
 
 // v_d = alpha * grad_y * g_d / m along a row, times the normalization 1/8 or 1/32 of the adjoint
-// that follows, into the padded rows `v` (2D: no middle one); returns the row's sum(grad_y * m). The sum runs in the vector lanes and adds them up in an order fixed at
-// compile time: the same on every run and for any number of threads.
+// that follows, into the padded rows `v` (2D: no middle one); returns the row's sum(grad_y * m).
+// The sum runs in the vector lanes and adds them up in an order fixed at compile time: the same
+// on every run and for any number of threads.
 template <int NDIM, typename scalar_t, typename acc_t>
 acc_t adjoint_inputs_row(const Rows<acc_t>& in, const scalar_t* grad_y, acc_t alpha, acc_t eps, int W, Rows<acc_t> v) {
   const acc_t inv2 = inverse_norm_squared<NDIM, acc_t>(), gain = alpha * inv2;
