@@ -5,11 +5,12 @@
 // plain, vectorizable loop over contiguous memory and each input sample is combined a handful
 // of times instead of 27. Backward recomputes g and m from x (nothing is saved by forward) and
 // applies the adjoint in the reverse order: along the row, across the rows, along the outer
-// axis. Intermediate values live in rings of three rows (in L1) and, backward, of three planes
-// (in L2), so x and grad_y are read from memory once and the output is written once. Threads
-// share the work by (volume, plane range): a batch with fewer volumes than threads has each
-// volume cut into ranges of planes, each of which recomputes the plane or two it needs past its
-// ends.
+// axis, the last one scattered: each plane adds its share to grad_x of the plane before it, which
+// it completes, and to the running sums of itself and the plane after it. Intermediate values
+// live in rings of three rows (in L1) and, backward, of two planes of running sums (in L2), so x
+// and grad_y are read from memory once and the output is written once. Threads share the work
+// by (volume, plane range): a batch with fewer volumes than threads has each volume cut into
+// ranges of planes, each of which recomputes the plane or two it needs past its ends.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -50,35 +51,17 @@ struct Rows {
   acc_t* inner;
 };
 
-// The adjoint of both 3-tap filters, clamped, along an axis of length n at index i: the
-// neighbours i-1, i, i+1 it gathers from and their weights in [-1,0,1]^T and in [1,2,1]^T. A
-// neighbour outside the axis gets weight 0 and index i, so that the loops need no branch.
-template <typename acc_t>
-struct AxisAdjoint {
-  int index[3];
-  acc_t diff[3], smooth[3];
-  AxisAdjoint(int i, int n) {
-    for (int k = 0; k < 3; ++k) {
-      const int neighbour = i + k - 1;
-      const bool inside = neighbour >= 0 && neighbour < n;
-      index[k] = inside ? neighbour : i;
-      diff[k] = inside ? adjoint_tap(kDeriv, neighbour, i, n) : 0.0f;
-      smooth[k] = inside ? adjoint_tap(kSmooth, neighbour, i, n) : 0.0f;
-    }
-  }
-};
-
-// Per-thread scratch of a volume sweep, allocated once per parallel chunk. Rings hold three
-// rows (or planes), slot = index % 3. Padded rows have one ghost sample each side.
+// Per-thread scratch of a volume sweep, allocated once per parallel chunk. Rings hold three rows
+// (slot = row % 3) or two planes (slot = plane % 2).
 template <int NDIM, typename acc_t>
 struct Scratch {
   int inner;
   int64_t plane;
   std::vector<acc_t> along_outer;  // ring of rows: x smoothed, then x differentiated along the outer axis
   std::vector<acc_t> padded;       // one row's derivative inputs (3); backward: its v_d (3)
-  std::vector<acc_t> adjoined;     // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
-  std::vector<acc_t> outer_inputs;  // backward: ring of planes of P, then Q (backward_slabs)
-  std::vector<AxisAdjoint<acc_t>> outer_taps, middle_taps;  // backward: at every index of the axis
+  std::vector<acc_t> adjoined;       // backward, 3D: ring of rows of v_d adjoined along the row (3 each)
+  std::vector<acc_t> ghost_middle;   // backward, 3D: the middle one of a ghost row (ghost_row)
+  std::vector<acc_t> outer_sums;     // backward: ring of planes of grad_x's adjoint along the outer axis so far
 
   Scratch(const Frame<NDIM>& f, bool backward)
       : inner(f.inner),
@@ -86,24 +69,23 @@ struct Scratch {
         along_outer(6 * size_t(inner)),
         padded((backward ? 6 : 3) * size_t(inner + 2)),
         adjoined(backward && NDIM == 3 ? 9 * size_t(inner) : 0),
-        outer_inputs(backward ? 6 * size_t(plane) : 0) {
-    for (int i = 0; backward && i < f.outer; ++i) outer_taps.emplace_back(i, f.outer);
-    for (int i = 0; backward && NDIM == 3 && i < f.middle; ++i) middle_taps.emplace_back(i, f.middle);
-  }
+        ghost_middle(backward && NDIM == 3 ? size_t(inner) : 0),
+        outer_sums(backward ? 2 * size_t(plane) : 0) {}
 
   acc_t* smoothed_along_outer(int r) { return along_outer.data() + (r % 3) * size_t(inner); }
   acc_t* differentiated_along_outer(int r) { return along_outer.data() + (3 + r % 3) * size_t(inner); }
   acc_t* padded_row(int k) { return padded.data() + k * size_t(inner + 2) + 1; }
-  Rows<acc_t> adjoined_row(int r) {
-    acc_t* slot = adjoined.data() + 3 * (r % 3) * size_t(inner);
-    return {slot, slot + inner, slot + 2 * inner};
-  }
-  acc_t* P(int s) { return outer_inputs.data() + 2 * (s % 3) * plane; }
-  acc_t* Q(int s) { return outer_inputs.data() + (2 * (s % 3) + 1) * plane; }
+  Rows<acc_t> adjoined_row(int r) { return three_rows(adjoined.data() + 3 * (r % 3) * size_t(inner), inner); }
+  acc_t* outer_sum(int s) { return outer_sums.data() + (s % 2) * plane; }
+
+ private:
+  static Rows<acc_t> three_rows(acc_t* first, int stride) { return {first, first + stride, first + 2 * stride}; }
 };
 
 // The row loops below carry `#pragma omp simd`: their rows never overlap, but they go through
-// more pointers than the compiler's alias checks cover, and it would leave them scalar.
+// more pointers than the compiler's alias checks cover, and it would leave them scalar. The
+// per-sample members that scatter_along_outer calls are C10_ALWAYS_INLINE: a call left in the loop
+// keeps it scalar too, and among this file's many instantiations gcc's inliner leaves some out.
 
 // Along the outer axis at row (s, r) (clamped neighbours): S x = [1,2,1] and D x = [-1,0,1],
 // into the ring.
@@ -155,14 +137,23 @@ Rows<acc_t> derivative_inputs(const scalar_t* vol, const Frame<NDIM>& f, int s, 
   return in;
 }
 
-// Along the row at sample j: the normalized derivatives g_d.
+// Along the row at sample j: the derivatives before their normalization, kernel_norm * g_d.
 template <int NDIM, typename acc_t>
-inline Triple<acc_t> derivatives_at(const Rows<acc_t>& in, int j, acc_t inv) {
-  Triple<acc_t> g;
-  g.outer = (in.outer[j - 1] + 2 * in.outer[j] + in.outer[j + 1]) * inv;
-  g.middle = NDIM == 3 ? (in.middle[j - 1] + 2 * in.middle[j] + in.middle[j + 1]) * inv : acc_t(0);
-  g.inner = (in.inner[j + 1] - in.inner[j - 1]) * inv;
-  return g;
+inline Triple<acc_t> derivatives_at(const Rows<acc_t>& in, int j) {
+  Triple<acc_t> raw;
+  raw.outer = in.outer[j - 1] + 2 * in.outer[j] + in.outer[j + 1];
+  raw.middle = NDIM == 3 ? in.middle[j - 1] + 2 * in.middle[j] + in.middle[j + 1] : acc_t(0);
+  raw.inner = in.inner[j + 1] - in.inner[j - 1];
+  return raw;
+}
+
+// 1 / kernel_norm^2, which normalizes the derivatives where they meet, once per sample:
+// sum_d g_d^2 = (sum_d raw_d^2) / norm^2, and v_d times the normalization of the adjoint that
+// follows is (alpha / norm^2) * grad_y * raw_d / m. A power of two: exact, so the result is the
+// same as with g_d normalized one by one.
+template <int NDIM, typename acc_t>
+constexpr acc_t inverse_norm_squared() {
+  return acc_t(1) / (acc_t(kernel_norm(NDIM)) * acc_t(kernel_norm(NDIM)));
 }
 
 template <typename acc_t>
@@ -175,7 +166,7 @@ template <int NDIM, typename scalar_t>
 void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> eps,
                    const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
   using acc_t = at::opmath_type<scalar_t>;
-  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
+  const acc_t inv2 = inverse_norm_squared<NDIM, acc_t>();
   for (int s = begin; s < end; ++s) {
     for (int r = 0; r < f.middle; ++r) {
       const Rows<acc_t> in = derivative_inputs(x, f, s, r, sc);
@@ -183,131 +174,263 @@ void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alp
       scalar_t* yr = y + f.row_offset(s, r);
 #pragma omp simd
       for (int j = 0; j < f.inner; ++j) {  // the pass along the row, fused with the output
-        const acc_t m = edge_magnitude(sum_of_squares(derivatives_at<NDIM>(in, j, inv)), eps);
+        const acc_t m = edge_magnitude(sum_of_squares(derivatives_at<NDIM>(in, j)) * inv2, eps);
         yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, m));
       }
     }
   }
 }
 
-// v_d = alpha * grad_y * g_d / m along a row, into the padded rows `v`, times the normalization
-// 1/8 or 1/32 of the adjoint that follows (a power of two: exact); returns the row's
-// sum(grad_y * m). The sum runs in the vector lanes and adds them up in an order fixed at
-// compile time: the same on every run and for any number of threads.
+// v_d = alpha * grad_y * g_d / m along a row, times the normalization 1/8 or 1/32 of the adjoint
+// that follows, into the padded rows `v` (2D: no middle one); returns the row's sum(grad_y * m).
+// The sum runs in the vector lanes and adds them up in an order fixed at compile time: the same
+// on every run and for any number of threads.
 template <int NDIM, typename scalar_t, typename acc_t>
 acc_t adjoint_inputs_row(const Rows<acc_t>& in, const scalar_t* grad_y, acc_t alpha, acc_t eps, int W, Rows<acc_t> v) {
-  const acc_t inv = acc_t(1) / acc_t(kernel_norm(NDIM));
+  const acc_t inv2 = inverse_norm_squared<NDIM, acc_t>(), gain = alpha * inv2;
   acc_t sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int j = 0; j < W; ++j) {
-    const Triple<acc_t> g = derivatives_at<NDIM>(in, j, inv);
-    const acc_t m = edge_magnitude(sum_of_squares(g), eps);
+    const Triple<acc_t> raw = derivatives_at<NDIM>(in, j);
+    const acc_t m = edge_magnitude(sum_of_squares(raw) * inv2, eps);
     const acc_t grad = static_cast<acc_t>(grad_y[j]);
-    const acc_t scale = adjoint_scale(alpha, grad, m) * inv;
-    v.outer[j] = scale * g.outer;
-    v.middle[j] = scale * g.middle;
-    v.inner[j] = scale * g.inner;
+    const acc_t scale = adjoint_scale(gain, grad, m);
+    v.outer[j] = scale * raw.outer;
+    if (NDIM == 3) v.middle[j] = scale * raw.middle;
+    v.inner[j] = scale * raw.inner;
     sum += grad * m;
   }
   return sum;
 }
 
-// The adjoint along the row of the padded rows v: [1,2,1]^T of the outer and middle v_d,
-// [-1,0,1]^T of the inner one, into `out`. The ghost samples make it the clamped adjoint of
-// docs/edge-op.md in one loop: a ghost u[-1] = u[0] gives [1,2,1]^T its border sum 3 u[0] +
-// u[1], a ghost u[-1] = -u[0] gives [-1,0,1]^T its -u[0] - u[1]; mirrored at the far end, and
-// both give 4 u[0] and 0 on a row of one sample.
-template <int NDIM, typename acc_t>
-void row_adjoint(Rows<acc_t> v, int W, Rows<acc_t> out) {
+// Ghost samples that make row_adjoint_at the clamped adjoint of docs/edge-op.md with no branch:
+// a ghost u[-1] = u[0] gives [1,2,1]^T its border sum 3 u[0] + u[1], a ghost u[-1] = -u[0] gives
+// [-1,0,1]^T its -u[0] - u[1]; mirrored at the far end, and both give 4 u[0] and 0 on a row of
+// one sample.
+template <typename acc_t>
+void set_adjoint_ghosts(Rows<acc_t> v, int W) {
   for (acc_t* u : {v.outer, v.middle}) {
     u[-1] = u[0];
     u[W] = u[W - 1];
   }
   v.inner[-1] = -v.inner[0];
   v.inner[W] = -v.inner[W - 1];
+}
+
+// The adjoint along the row at sample j of the padded rows v: [1,2,1]^T of the outer and middle
+// v_d, [-1,0,1]^T of the inner one.
+template <int NDIM, typename acc_t>
+inline Triple<acc_t> row_adjoint_at(const Rows<acc_t>& v, int j) {
+  return {v.outer[j - 1] + 2 * v.outer[j] + v.outer[j + 1],
+          NDIM == 3 ? v.middle[j - 1] + 2 * v.middle[j] + v.middle[j + 1] : acc_t(0), v.inner[j - 1] - v.inner[j + 1]};
+}
+
+// 3D: the padded rows v adjoined along the row, into `out`.
+template <typename acc_t>
+void row_adjoint(const Rows<acc_t>& v, int W, Rows<acc_t> out) {
 #pragma omp simd
   for (int j = 0; j < W; ++j) {
-    out.outer[j] = v.outer[j - 1] + 2 * v.outer[j] + v.outer[j + 1];
-    if (NDIM == 3) out.middle[j] = v.middle[j - 1] + 2 * v.middle[j] + v.middle[j + 1];
-    out.inner[j] = v.inner[j - 1] - v.inner[j + 1];
+    const Triple<acc_t> a = row_adjoint_at<3>(v, j);
+    out.outer[j] = a.outer;
+    out.middle[j] = a.middle;
+    out.inner[j] = a.inner;
   }
 }
 
-// 3D: row q of P and Q of plane s, from the ring of row-adjoined v_d: across the rows,
-// [1,2,1]^T of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner
-// one is Q.
-template <int NDIM, typename acc_t>
-void middle_adjoint(Scratch<NDIM, acc_t>& sc, const Frame<NDIM>& f, int s, int q) {
-  const AxisAdjoint<acc_t>& t = sc.middle_taps[q];
-  const Rows<acc_t> a0 = sc.adjoined_row(t.index[0]), a1 = sc.adjoined_row(t.index[1]), a2 = sc.adjoined_row(t.index[2]);
-  acc_t* P = sc.P(s) + int64_t(q) * f.inner;
-  acc_t* Q = sc.Q(s) + int64_t(q) * f.inner;
+// What the adjoint along the outer axis applies to, at one sample: P to [-1,0,1]^T, Q to
+// [1,2,1]^T.
+template <typename acc_t>
+struct OuterInputs {
+  acc_t P, Q;
+};
+
+// 3D: P and Q at row q, across the rows from the row-adjoined v_d of rows q-1, q, q+1:
+// [1,2,1]^T of the outer one is P; [-1,0,1]^T of the middle one plus [1,2,1]^T of the inner one
+// is Q. Past an end of the axis a ghost row stands in (ghost_row).
+template <typename acc_t>
+struct AcrossRows {
+  Rows<acc_t> up, here, down;
+
+  C10_ALWAYS_INLINE OuterInputs<acc_t> at(int j) const {
+    return {up.outer[j] + 2 * here.outer[j] + down.outer[j],
+            up.middle[j] - down.middle[j] + up.inner[j] + 2 * here.inner[j] + down.inner[j]};
+  }
+};
+
+// The row past an end of the middle axis, beside the end row: like the ghost samples of
+// set_adjoint_ghosts, a copy of it for [1,2,1]^T (the outer and inner v_d) and its negative for
+// [-1,0,1]^T (the middle one, into `negated_middle`) make AcrossRows the clamped adjoint.
+template <typename acc_t>
+Rows<acc_t> ghost_row(const Rows<acc_t>& end, acc_t* negated_middle, int W) {
 #pragma omp simd
-  for (int j = 0; j < f.inner; ++j) {
-    P[j] = t.smooth[0] * a0.outer[j] + t.smooth[1] * a1.outer[j] + t.smooth[2] * a2.outer[j];
-    Q[j] = t.diff[0] * a0.middle[j] + t.diff[1] * a1.middle[j] + t.diff[2] * a2.middle[j] +
-           t.smooth[0] * a0.inner[j] + t.smooth[1] * a1.inner[j] + t.smooth[2] * a2.inner[j];
-  }
+  for (int j = 0; j < W; ++j) negated_middle[j] = -end.middle[j];
+  return {end.outer, negated_middle, end.inner};
 }
 
-// grad_x at row (p, q) = grad_y + the adjoint along the outer axis of P ([-1,0,1]^T) and Q
-// ([1,2,1]^T), whose planes p-1, p, p+1 are in the ring.
-template <int NDIM, typename scalar_t, typename acc_t>
-void grad_input_row(const scalar_t* gy, scalar_t* gx, const Frame<NDIM>& f, int p, int q, Scratch<NDIM, acc_t>& sc) {
-  const AxisAdjoint<acc_t>& t = sc.outer_taps[p];
-  const int64_t row = int64_t(q) * f.inner;
-  const acc_t *P0 = sc.P(t.index[0]) + row, *P1 = sc.P(t.index[1]) + row, *P2 = sc.P(t.index[2]) + row;
-  const acc_t *Q0 = sc.Q(t.index[0]) + row, *Q1 = sc.Q(t.index[1]) + row, *Q2 = sc.Q(t.index[2]) + row;
-  const scalar_t* grad_y = gy + f.row_offset(p, q);
-  scalar_t* out = gx + f.row_offset(p, q);
+// 2D: P and Q along a row, a plane of its own: the row adjoint of the padded rows v.
+template <typename acc_t>
+struct RowAdjoint {
+  Rows<acc_t> v;
+
+  C10_ALWAYS_INLINE OuterInputs<acc_t> at(int j) const {
+    const Triple<acc_t> a = row_adjoint_at<2>(v, j);
+    return {a.outer, a.inner};
+  }
+};
+
+// Row q of the planes that the adjoint along the outer axis of plane s reaches: grad_x at plane
+// s - 1, which plane s completes, and the running sums of planes s and s + 1; plane s + 1's sum
+// starts in the slot that plane s - 1's leaves.
+template <typename scalar_t, typename acc_t>
+struct OuterTargets {
+  const scalar_t* grad_y_before;
+  scalar_t* grad_x_before;
+  acc_t* sum_here;
+  acc_t* sum_before_then_after;
+};
+
+// What plane s's P and Q add to planes s-1, s and s+1 under the adjoint along the outer axis.
+template <typename acc_t>
+struct OuterShares {
+  acc_t before, here, after;
+};
+
+// Inside the axis: [-1,0,1]^T of P and [1,2,1]^T of Q as they read.
+template <typename acc_t>
+struct InteriorSplit {
+  C10_ALWAYS_INLINE OuterShares<acc_t> operator()(acc_t P, acc_t Q) const { return {Q - P, 2 * Q, Q + P}; }
+};
+
+// At plane 0 and the last (of n), with the clamped weights of docs/edge-op.md: the taps clamped
+// onto the end plane add up there, and nothing goes to a plane outside the axis. A ghost plane
+// would not do: the running sums have no slot for the plane before the first.
+template <typename acc_t>
+struct ClampedSplit {
+  acc_t diff[3], smooth[3];  // towards planes s-1, s, s+1
+
+  ClampedSplit(int s, int n) {
+    for (int k = 0; k < 3; ++k) {
+      const int target = s + k - 1;
+      const bool inside = target >= 0 && target < n;
+      diff[k] = inside ? adjoint_tap(kDeriv, s, target, n) : 0.0f;
+      smooth[k] = inside ? adjoint_tap(kSmooth, s, target, n) : 0.0f;
+    }
+  }
+  C10_ALWAYS_INLINE OuterShares<acc_t> operator()(acc_t P, acc_t Q) const {
+    return {diff[0] * P + smooth[0] * Q, diff[1] * P + smooth[1] * Q, diff[2] * P + smooth[2] * Q};
+  }
+};
+
+// The adjoint along the outer axis, scattered, for one row: plane s's P and Q, split among planes
+// s-1, s and s+1. grad_x at plane s - 1 is written where it is this range's to complete. Inputs
+// and split are copies: the compiler keeps what they hold in registers only when no store can
+// reach it.
+template <bool kCompletesBefore, typename scalar_t, typename acc_t, typename Inputs, typename Split>
+void scatter_along_outer(const Inputs inputs, const Split split, int W, const OuterTargets<scalar_t, acc_t>& t) {
 #pragma omp simd
-  for (int j = 0; j < f.inner; ++j) {
-    const acc_t adjoint = t.diff[0] * P0[j] + t.diff[1] * P1[j] + t.diff[2] * P2[j] +
-                          t.smooth[0] * Q0[j] + t.smooth[1] * Q1[j] + t.smooth[2] * Q2[j];
-    out[j] = static_cast<scalar_t>(static_cast<acc_t>(grad_y[j]) + adjoint);
+  for (int j = 0; j < W; ++j) {
+    const OuterInputs<acc_t> in = inputs.at(j);
+    const OuterShares<acc_t> share = split(in.P, in.Q);
+    if (kCompletesBefore) {
+      const acc_t adjoint = t.sum_before_then_after[j] + share.before;
+      t.grad_x_before[j] = static_cast<scalar_t>(static_cast<acc_t>(t.grad_y_before[j]) + adjoint);
+    }
+    t.sum_here[j] += share.here;
+    t.sum_before_then_after[j] = share.after;
   }
 }
 
-// One plane of the backward march: P and Q of plane s into its ring slot, row by row, and with
-// each of their rows q, grad_x at row q of planes [done_begin, done_end), which plane s
-// completes. Returns plane s's share of grad_alpha. Row q of P and Q is complete once the
-// row-adjoined v_d of row q + 1 is in (3D; in 2D a plane is one row, adjoined straight into P
-// and Q).
+// The loop above for plane s of n, for the case at hand: inside the axis or at one of its ends,
+// completing the plane before or not.
+template <typename scalar_t, typename acc_t, typename Inputs>
+void scatter_along_outer(const Inputs& inputs, int s, int n, bool completes_before, int W,
+                         const OuterTargets<scalar_t, acc_t>& t) {
+  const auto with = [&](const auto& split) {
+    if (completes_before) scatter_along_outer<true>(inputs, split, W, t);
+    else scatter_along_outer<false>(inputs, split, W, t);
+  };
+  if (s > 0 && s < n - 1) with(InteriorSplit<acc_t>{});
+  else with(ClampedSplit<acc_t>(s, n));
+}
+
+// A volume's backward pass: its inputs, its output and its constants.
+template <typename scalar_t>
+struct BackwardVolume {
+  using acc_t = at::opmath_type<scalar_t>;
+  const scalar_t* grad_y;
+  const scalar_t* x;
+  scalar_t* grad_x;
+  acc_t alpha, eps;
+};
+
+// One plane of the backward march: v_d row by row, adjoined along the row, across the rows (3D)
+// and, scattered, along the outer axis; with row q of plane s, row q of grad_x at plane s - 1 is
+// complete (written if `completes_before`). Returns plane s's share of grad_alpha. Row q's
+// adjoint across the rows is complete once the row-adjoined v_d of row q + 1 is in.
 template <int NDIM, typename scalar_t>
-double backward_plane(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
-                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, int s, int done_begin, int done_end,
+double backward_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f, int s, bool completes_before,
                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
   using acc_t = at::opmath_type<scalar_t>;
   const Rows<acc_t> v{sc.padded_row(3), sc.padded_row(4), sc.padded_row(5)};
+  auto targets = [&](int q) {
+    const int64_t row = int64_t(q) * f.inner;
+    const int64_t before = f.row_offset(std::max(s - 1, 0), q);  // plane 0 completes no plane before it
+    return OuterTargets<scalar_t, acc_t>{vol.grad_y + before, vol.grad_x + before, sc.outer_sum(s) + row,
+                                         sc.outer_sum(s + 1) + row};
+  };
   auto row_complete = [&](int q) {
-    if (NDIM == 3) middle_adjoint(sc, f, s, q);
-    for (int p = done_begin; p < done_end; ++p) grad_input_row(gy, gx, f, p, q, sc);
+    const Rows<acc_t> here = sc.adjoined_row(q);
+    const bool at_an_end = q == 0 || q == f.middle - 1;
+    const Rows<acc_t> ghost = at_an_end ? ghost_row(here, sc.ghost_middle.data(), f.inner) : Rows<acc_t>{};
+    const AcrossRows<acc_t> across{q > 0 ? sc.adjoined_row(q - 1) : ghost, here,
+                                   q + 1 < f.middle ? sc.adjoined_row(q + 1) : ghost};
+    scatter_along_outer(across, s, f.outer, completes_before, f.inner, targets(q));
   };
   double share = 0;
   for (int r = 0; r < f.middle; ++r) {
-    const Rows<acc_t> in = derivative_inputs(x, f, s, r, sc);
-    share += adjoint_inputs_row<NDIM>(in, gy + f.row_offset(s, r), alpha, eps, f.inner, v);
-    row_adjoint<NDIM>(v, f.inner, NDIM == 3 ? sc.adjoined_row(r) : Rows<acc_t>{sc.P(s), nullptr, sc.Q(s)});
-    if (r > 0) row_complete(r - 1);
-    if (r == f.middle - 1) row_complete(r);
+    const Rows<acc_t> in = derivative_inputs(vol.x, f, s, r, sc);
+    share += adjoint_inputs_row<NDIM>(in, vol.grad_y + f.row_offset(s, r), vol.alpha, vol.eps, f.inner, v);
+    set_adjoint_ghosts(v, f.inner);
+    if constexpr (NDIM == 2) {
+      scatter_along_outer(RowAdjoint<acc_t>{v}, s, f.outer, completes_before, f.inner, targets(0));
+    } else {
+      row_adjoint(v, f.inner, sc.adjoined_row(r));
+      if (r > 0) row_complete(r - 1);
+      if (r == f.middle - 1) row_complete(r);
+    }
   }
   return share;
 }
 
-// grad_x at planes [begin, end) of a volume; returns their share of grad_alpha. One pass over
-// the planes: grad_x at plane p is complete once P and Q of plane p + 1 are in (of p itself
-// for the last plane). The adjoint reaches one plane to each side, so P and Q are computed from
-// plane begin - 1 to end (the planes outside the range add nothing to the share).
+// grad_x at the last plane: its sum is complete once the plane itself is in (nothing comes
+// after it).
 template <int NDIM, typename scalar_t>
-double backward_slabs(const scalar_t* gy, const scalar_t* x, scalar_t* gx, at::opmath_type<scalar_t> alpha,
-                      at::opmath_type<scalar_t> eps, const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc,
-                      int begin, int end) {
+void finish_last_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
+                       Scratch<NDIM, at::opmath_type<scalar_t>>& sc) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t start = f.row_offset(f.outer - 1, 0);
+  const acc_t* sum = sc.outer_sum(f.outer - 1);
+#pragma omp simd
+  for (int64_t i = 0; i < f.plane(); ++i)
+    vol.grad_x[start + i] = static_cast<scalar_t>(static_cast<acc_t>(vol.grad_y[start + i]) + sum[i]);
+}
+
+// grad_x at planes [begin, end) of a volume; returns their share of grad_alpha. One pass over
+// the planes: grad_x at plane p is complete once plane p + 1 is in (the last plane once it is
+// in itself). The adjoint reaches one plane to each side, so the planes from begin - 1 to end
+// are marched (those outside the range add nothing to the share). The first one's sum starts
+// at 0: nothing comes before plane 0, and a range never completes the plane before it.
+template <int NDIM, typename scalar_t>
+double backward_slabs(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
+                      Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
+  const int first = std::max(begin - 1, 0), last = std::min(end, f.outer - 1);
+  std::fill_n(sc.outer_sum(first), f.plane(), 0);
   double total = 0;
-  for (int s = std::max(begin - 1, 0); s <= std::min(end, f.outer - 1); ++s) {
-    const int done_begin = std::max(s - 1, begin), done_end = std::min(s == f.outer - 1 ? s + 1 : s, end);
-    const double share = backward_plane<NDIM>(gy, x, gx, alpha, eps, f, s, done_begin, done_end, sc);
+  for (int s = first; s <= last; ++s) {
+    const double share = backward_plane(vol, f, s, s > begin, sc);
     if (s >= begin && s < end) total += share;
   }
+  if (end == f.outer) finish_last_plane(vol, f, sc);
   return total;
 }
 
@@ -388,9 +511,10 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
       for_each_slab_range<NDIM, acc_t>(e, f, ranges, true,
                                        [&](int64_t item, int64_t p, int begin, int end, Scratch<NDIM, acc_t>& sc) {
                                          const int64_t off = p * e.volume();
-                                         partial[item] = backward_slabs<NDIM>(
-                                             gp + off, xp + off, gxp + off, static_cast<acc_t>(ap[p % e.channels]),
-                                             static_cast<acc_t>(eps), f, sc, begin, end);
+                                         const BackwardVolume<scalar_t> vol{gp + off, xp + off, gxp + off,
+                                                                            static_cast<acc_t>(ap[p % e.channels]),
+                                                                            static_cast<acc_t>(eps)};
+                                         partial[item] = backward_slabs(vol, f, sc, begin, end);
                                        });
     };
     if (x.dim() == 4) run(std::integral_constant<int, 2>{});
