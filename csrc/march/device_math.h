@@ -15,12 +15,18 @@
 // the product: the launcher floors N^2 eps at the smallest normal number (march_eps()).
 #pragma once
 
-#include <cfloat>
 #include <cmath>
+#include <limits>
 
 #include "../edge_stencil.h"
 
 namespace segnet {
+
+// The smallest normal number of T: `.ftz` reads anything smaller as 0.
+template <typename T>
+constexpr T smallest_normal() {
+  return std::numeric_limits<T>::min();
+}
 
 // The passes' eps: N^2 eps in acc_t (the normalization folded in, see forward.h), raised to the
 // smallest normal number where it would be subnormal, so that s = sum_d g_d^2 + N^2 eps is never
@@ -28,20 +34,26 @@ namespace segnet {
 template <typename acc_t>
 inline acc_t march_eps(int ndim, double eps) {
   const double norm = kernel_norm(ndim);
-  const acc_t smallest_normal = sizeof(acc_t) == 4 ? acc_t(FLT_MIN) : acc_t(DBL_MIN);
   const acc_t folded = static_cast<acc_t>(eps * norm * norm);
-  return folded < smallest_normal ? smallest_normal : folded;
+  return folded < smallest_normal<acc_t>() ? smallest_normal<acc_t>() : folded;
 }
 
 #if !defined(__CUDA_ARCH__)
-// What the special-function unit's approximation gives on the host: argument flushed to 0 when
-// subnormal, result off by the documented bound.
+// What the special-function unit's approximations give on the host: the argument flushed to 0
+// when subnormal, the result off by the documented bound.
+template <typename T>
+inline T flushed_to_zero(T s) {
+  return std::fabs(s) < smallest_normal<T>() ? std::copysign(T(0), s) : s;
+}
+template <typename T>
+inline T off_by_the_bound(T root) {
+  return root * (T(1) + std::ldexp(T(1), -22));
+}
 template <typename T>
 inline T emulated_rsqrt_approx(T s) {
-  const T smallest_normal = sizeof(T) == 4 ? T(FLT_MIN) : T(DBL_MIN);
-  if (std::fabs(s) < smallest_normal) s = std::copysign(T(0), s);
-  return T(1) / std::sqrt(s) * (T(1) + std::ldexp(T(1), -22));
+  return off_by_the_bound(T(1) / std::sqrt(flushed_to_zero(s)));
 }
+inline float emulated_sqrt_approx(float s) { return off_by_the_bound(std::sqrt(flushed_to_zero(s))); }
 #endif
 
 SEGNET_HD float fast_rsqrt(float s) {
@@ -60,8 +72,7 @@ SEGNET_HD float fast_sqrt(float s) {
   asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(root) : "f"(s));
   return root;
 #else
-  const float flushed = std::fabs(s) < FLT_MIN ? std::copysign(0.0f, s) : s;
-  return std::sqrt(flushed) * (1.0f + std::ldexp(1.0f, -22));
+  return emulated_sqrt_approx(s);
 #endif
 }
 
