@@ -76,7 +76,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 ARCH = "sm_90"
 
 # The H200 (see the docstring).
