@@ -3,10 +3,10 @@
 A NIfTI header says how many voxels follow and on which grid; a broken or hostile one can claim
 terabytes, a grid of zero or negative spacing, a singular affine or the wrong number of axes, and
 an empty file, a folder or a stray non-image can sit among the inputs, and a file can hold less
-than its header promises. Each is found here from the header (and the file's size, or a gzip
-trailer's) and named in one line with the file; the data itself is read afterwards by the
-loader, whose failures (a truncated or corrupt gzip) the callers name in one line too. Formats
-other than NIfTI are left to their readers.
+than its header promises. Each is found here from the header (and the file's size, or what a
+gzip stream can hold) and named in one line with the file; the data itself is read afterwards
+by the loader, whose failures (a gzip stream that ends early, a corrupt one) are named in one
+line too (`read_problem`, `loading`). Formats other than NIfTI are left to their readers.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import numpy as np
 
 MAX_VOXELS = 2**30  # data.max_voxels: a 1024^3 volume, 4 GiB in float32; raise it for larger real scans
 NIFTI = (".nii", ".nii.gz")
+MAX_DEFLATE_RATIO = 1032  # deflate's limit: a 258-byte match at distance 1 coded in 2 bits
+# The empty gzip member that ends a BGZF file (samtools' blocked gzip): its trailer records 0 bytes.
+BGZF_END = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
 
 def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int | None = None) -> str | None:
@@ -49,9 +52,9 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
     if voxels > max_voxels:
         return (f"{path}: its header claims {voxels:,} voxels {tuple(shape)}, more than "
                 f"data.max_voxels={max_voxels:,}; raise data.max_voxels if the scan is really that large")
-    stored, needed = stored_bytes(path), int(image.header.get_data_offset()) + voxels * image.get_data_dtype().itemsize
-    if stored is not None and stored < needed:
-        return f"{path}: holds {stored:,} bytes of image but its header needs {needed:,}: a truncated file"
+    needed = int(image.header.get_data_offset()) + voxels * image.get_data_dtype().itemsize
+    if (short := shortfall(path, needed)) is not None:
+        return f"{path}: {short} but its header needs {needed:,}: a truncated file"
     spacing = np.asarray(zooms[:3], dtype=np.float64)
     if not (np.isfinite(spacing).all() and (spacing > 0).all()):
         return f"{path}: voxel spacing {tuple(spacing.tolist())}; every spacing must be a positive number of mm"
@@ -60,12 +63,29 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
     return None
 
 
-def stored_bytes(path: Path) -> int | None:
-    """The bytes a NIfTI file holds once uncompressed: its size, or for gzip the size its trailer
-    records (modulo 2^32, so only trusted below that); None when it cannot be told cheaply."""
+def shortfall(path: Path, needed: int) -> str | None:
+    """How the file is shorter than the `needed` bytes, where that can be told without reading
+    it: its size, or for gzip what its stream can hold. The gzip trailer records the size
+    modulo 2^32, so it is trusted only for a need below 4 GiB; deflate expands a byte into at
+    most MAX_DEFLATE_RATIO, so a stream too short for the need is truncated whatever its trailer
+    says. None: not short, or not to be told cheaply (reading it tells)."""
+    size = path.stat().st_size
     if not path.name.endswith(".gz"):
-        return path.stat().st_size
+        return f"holds {size:,} bytes" if size < needed else None
+    if size * MAX_DEFLATE_RATIO < needed:
+        return f"is a gzip stream of {size:,} bytes, which holds at most {size * MAX_DEFLATE_RATIO:,} uncompressed,"
     with open(path, "rb") as f:
-        f.seek(-4, 2)
-        recorded = int.from_bytes(f.read(4), "little")
-    return recorded if path.stat().st_size < 2**32 // 4 else None
+        f.seek(-min(size, len(BGZF_END)), 2)
+        end = f.read()
+    if needed >= 2**32 or end == BGZF_END:  # the size wrapped, or the trailer is an empty last member's
+        return None
+    recorded = int.from_bytes(end[-4:], "little")
+    return f"holds {recorded:,} bytes of image" if recorded < needed else None
+
+
+def read_problem(path: str | Path, error: Exception) -> str:
+    """The one line naming a file that its reader could not read, and why."""
+    reason = str(error).splitlines()[0][:200] if str(error) else ""
+    if isinstance(error, EOFError):
+        reason += ": the file ends early (truncated)"
+    return f"{path}: cannot be read ({type(error).__name__}: {reason})"

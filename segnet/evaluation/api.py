@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
+from segnet.inference.api import check_headers
 from segnet.inference.loading import load_for_inference, one_checkpoint
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     check_compatible(module, description)
     run_splits = checkpoint.resolve().parent.parent / "splits.json"  # <run>/checkpoints/<name>.ckpt
     cases = select_cases(description, cfg.data.split, module.hparams.data, run_splits)
+    check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
     output_dir = Path(cfg.paths.output_dir)
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
              description.root, module.hparams.backend, cfg.tta)

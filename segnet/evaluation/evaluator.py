@@ -21,8 +21,9 @@ import torch
 from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.data.headers import read_problem
 from segnet.data.splits import choose_split, read_split
-from segnet.errors import ConfigError
+from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
@@ -78,7 +79,10 @@ def score_case(
     ignore_label: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     label_image = nib.load(label_file)
-    reference = np.asarray(label_image.dataobj).astype(np.int64)
+    try:
+        reference = np.asarray(label_image.dataobj).astype(np.int64)
+    except Exception as error:  # a gzip stream that ends early, a corrupt one
+        raise DatasetError(read_problem(label_file, error)) from None
     if reference.shape != prediction.shape:
         raise ConfigError(f"{label_file} has shape {reference.shape} but its image {prediction.shape}")
     prediction, reference, scored = drop_ignored(prediction.astype(np.int64), reference, ignore_label)

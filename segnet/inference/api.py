@@ -34,12 +34,13 @@ def load_models(cfg: DictConfig) -> list:
     return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
 
 
-def check_headers(cases: list[Case], max_voxels: int, channels: int) -> None:
-    """Every input scan's header, before anything is read or written: one line per bad file."""
-    problems = [problem for case in cases for path in case.images
-                if (problem := header_problem(path, max_voxels, channels if len(case.images) == 1 else None))]
+def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str = "predicted") -> None:
+    """Every input scan's (and label's) header, before anything is read or written: one line per
+    bad file."""
+    problems = [problem for case in cases for path in (*case.images, *filter(None, [case.label]))
+                if (problem := header_problem(path, max_voxels, channels if case.images == (path,) else None))]
     if problems:
-        raise DatasetError(f"{len(problems)} input scan(s) cannot be predicted, nothing was written:\n"
+        raise DatasetError(f"{len(problems)} input scan(s) cannot be {task}, nothing was written:\n"
                            + "\n".join(problems))
 
 
