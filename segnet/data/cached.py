@@ -12,10 +12,12 @@ rotations and scalings sample there); what lies outside the volume reads as zero
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
+from monai.transforms import Randomizable
+from monai.utils import MAX_SEED
 from torch.utils.data import Dataset
 
 from segnet.preprocessing.cache import PreprocessedCase
@@ -46,17 +48,17 @@ def read_box(array: np.ndarray, start: Sequence[int], size: Sequence[int]) -> np
     return out
 
 
-class CropDataset(Dataset):
+class CropDataset(Dataset, Randomizable):
     """samples_per_volume crops of each case: {"image": float32 (C, *crop), "label": (1, *crop)}.
 
     `patch` is the training patch (3 axes; a 2D patch is one slice thick), `margin` the voxels
     read beyond it on each side, `augment` what the workers do to each crop afterwards (the
     MONAI chain when augmentation runs in the workers), `squeeze_last` drops the slice axis of a
-    2D crop."""
+    2D crop. The crops' centres and the augmentation draw from this dataset's random state
+    (MONAI's Randomizable): segnet.data.sampling seeds it per draw."""
 
     def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
-                 margin: Sequence[int] = (0, 0, 0), augment: Callable[[dict], dict] | None = None,
-                 squeeze_last: bool = False):
+                 margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False):
         self.entries = list(entries)
         self.patch, self.margin = list(patch), list(margin)
         self.samples_per_volume = samples_per_volume
@@ -66,13 +68,18 @@ class CropDataset(Dataset):
     def __len__(self) -> int:
         return len(self.entries)
 
+    def set_random_state(self, seed: int | None = None, state: np.random.RandomState | None = None) -> CropDataset:
+        super().set_random_state(seed, state)
+        if self.augment is not None:
+            self.augment.set_random_state(seed=int(self.R.randint(MAX_SEED, dtype="uint32")))
+        return self
+
     def centre(self, shape: Sequence[int], foreground: np.ndarray) -> list[int]:
-        # torch's generator: seeded per worker by the DataLoader, saved and restored on resume
-        if len(foreground) and torch.rand(()) < POSITIVE_SHARE:
+        if len(foreground) and self.R.rand() < POSITIVE_SHARE:
             classes = np.unique(foreground[:, 0])
-            chosen = foreground[foreground[:, 0] == classes[torch.randint(len(classes), ()).item()]]
-            return chosen[torch.randint(len(chosen), ()).item(), 1:].tolist()
-        return [torch.randint(s, ()).item() for s in shape]
+            chosen = foreground[foreground[:, 0] == classes[self.R.randint(len(classes))]]
+            return chosen[self.R.randint(len(chosen)), 1:].tolist()
+        return [int(self.R.randint(s)) for s in shape]
 
     def crop(self, image: np.ndarray, label: np.ndarray, foreground: np.ndarray) -> dict:
         centre = self.centre(image.shape[1:], foreground)
@@ -83,7 +90,7 @@ class CropDataset(Dataset):
                   "label": torch.from_numpy(read_box(label, start, size))}
         if self.squeeze_last:
             sample = {key: value[..., 0] for key, value in sample.items()}
-        return self.augment(sample) if self.augment else sample
+        return self.augment(sample) if self.augment is not None else sample
 
     def __getitem__(self, index: int) -> list[dict]:
         entry = self.entries[index]

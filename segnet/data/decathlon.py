@@ -4,7 +4,8 @@ By default it trains on the preprocessed cache (segnet.preprocessing), built onc
 (Lightning's prepare_data on global rank 0) for every labelled case, so every fold shares it:
 crops read by memory map, augmented in the loader's workers or, batched, on the training device
 (data.augment_on). data.preprocessed=false loads and preprocesses the sources into memory at
-every start instead (MONAI's CacheDataset), the way it was done before the cache.
+every start instead (MONAI's CacheDataset), the way it was done before the cache. Either way the
+draws (which case, its crops, their augmentation) are segnet.data.sampling's, per rank.
 """
 
 from __future__ import annotations
@@ -13,29 +14,19 @@ from collections.abc import Sequence
 
 import lightning as L
 from monai import transforms as T
-from monai.data import CacheDataset, DataLoader
-from torch.utils.data import RandomSampler
+from monai.data import CacheDataset, list_data_collate
+from torch.utils.data import DataLoader
 
 from segnet.data.cached import CropDataset, VolumeDataset
-from segnet.data.dataset_json import Case, describe_dataset
+from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler
 from segnet.data.splits import choose_split
-from segnet.data.transforms import augmentation_transforms, eval_transforms, train_transforms
+from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
 from segnet.errors import ConfigError
 from segnet.preprocessing.api import preprocess
 
 AUGMENT_ON = ("workers", "device")
-
-
-def case_dicts(cases: Sequence[Case]) -> list[dict]:
-    """MONAI data dicts; a multi-file image (one file per channel) loads as one stacked image."""
-    items = []
-    for case in cases:
-        item = {"image": list(case.images) if len(case.images) > 1 else case.images[0], "name": case.name}
-        if case.label is not None:
-            item["label"] = case.label
-        items.append(item)
-    return items
 
 
 class DecathlonDataModule(L.LightningDataModule):
@@ -45,9 +36,10 @@ class DecathlonDataModule(L.LightningDataModule):
         cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250,
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
         preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
-        affine_augmentation: bool = True, **_: object,
+        affine_augmentation: bool = True, seed: int = 0, **_: object,
     ):
         super().__init__()
+        self.seed = seed
         self.description = describe_dataset(str(root))
         self.spatial_dims = spatial_dims
         self.patch_size = list(patch_size)
@@ -94,7 +86,7 @@ class DecathlonDataModule(L.LightningDataModule):
         self.train_set = CacheDataset(
             case_dicts(self.train_cases),
             train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, self.affine_augmentation,
-                             **self.geometry),
+                             self.description.ignore_label, **self.geometry),
             cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
         )
         self.val_set = CacheDataset(
@@ -115,18 +107,19 @@ class DecathlonDataModule(L.LightningDataModule):
                            squeeze_last=self.spatial_dims == 2)
 
     def train_dataloader(self) -> DataLoader:
-        # Each volume yields samples_per_volume crops, so a batch holds batch_size * that many.
-        # With steps_per_epoch, an epoch is that many batches of volumes drawn with replacement,
-        # however few volumes there are (validation every N epochs then means every N * steps).
-        sampler = None
-        if self.steps_per_epoch is not None:
-            sampler = RandomSampler(self.train_set, replacement=True,
-                                    num_samples=self.steps_per_epoch * self.batch_size)
-        return DataLoader(
-            self.train_set, batch_size=self.batch_size, shuffle=sampler is None, sampler=sampler,
-            num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-        )
+        # Each draw is a volume that yields samples_per_volume crops, so a batch holds batch_size
+        # * that many. With steps_per_epoch, an epoch is that many batches on every rank, volumes
+        # drawn with replacement, however few volumes there are (validation every N epochs then
+        # means every N * steps); without, one pass over the cases split between the ranks.
+        rank, world, batches_taken = fit_position(self)
+        per_rank = self.steps_per_epoch * self.batch_size if self.steps_per_epoch is not None else None
+        draws = DrawSampler(len(self.train_set), self.batch_size, per_rank, self.seed, rank, world, batches_taken)
+        return DataLoader(SeededDraws(self.train_set), batch_size=self.batch_size, sampler=draws,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          collate_fn=list_data_collate)
 
     def val_dataloader(self) -> DataLoader:
         # Whole volumes of different sizes: one per batch.
-        return DataLoader(self.val_set, batch_size=1, num_workers=self.num_workers)
+        rank, world, _ = fit_position(self)
+        return DataLoader(self.val_set, batch_size=1, sampler=validation_sampler(self.val_set, rank, world),
+                          num_workers=self.num_workers, collate_fn=list_data_collate)

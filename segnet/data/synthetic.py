@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from segnet.data.hard import hard_image_2d
 from segnet.data.samples import Sample
+from segnet.data.sampling import CasesOf, DrawSampler, fit_position, validation_sampler
 from segnet.errors import ConfigError
 
 DIFFICULTIES = ("easy", "hard")
@@ -86,12 +87,20 @@ class SyntheticDataModule(L.LightningDataModule):
         self.val_set = SyntheticSegmentation(num_val, seed=2 * seed + 1, **common)
         self.batch_size = batch_size
         self.num_workers = num_workers
+        self.seed = seed
 
     def train_dataloader(self) -> DataLoader:
+        # An epoch is one pass over the images, shuffled (segnet.data.sampling), split between ranks.
+        rank, world, batches_taken = fit_position(self)
+        drop_last = len(self.train_set) / world > self.batch_size  # no partial batch, unless it is the only one
+        draws = DrawSampler(len(self.train_set), self.batch_size, None, self.seed, rank, world, batches_taken,
+                            drop_last)
         return DataLoader(
-            self.train_set, batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0, drop_last=len(self.train_set) > self.batch_size,
+            self.train_set, batch_size=self.batch_size, sampler=CasesOf(draws), num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0, drop_last=drop_last,
         )
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
+        rank, world, _ = fit_position(self)
+        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers,
+                          sampler=validation_sampler(self.val_set, rank, world))

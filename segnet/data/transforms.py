@@ -14,14 +14,55 @@ and loses its last axis.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
+import torch
 from monai import transforms as T
 
+from segnet.data.dataset_json import Case
+from segnet.data.headers import read_problem
 from segnet.data.normalization import NormalizeChannelsd
+from segnet.errors import DatasetError
 
 KEYS = ("image", "label")
+CROP_FOREGROUND = "crop_foreground"  # the label without its ignore voxels, for choosing crop centres
+
+
+def case_dicts(cases: Sequence[Case]) -> list[dict]:
+    """MONAI data dicts; a multi-file image (one file per channel) loads as one stacked image."""
+    items = []
+    for case in cases:
+        item = {"image": list(case.images) if len(case.images) > 1 else case.images[0], "name": case.name}
+        if case.label is not None:
+            item["label"] = case.label
+        items.append(item)
+    return items
+
+
+def load_case(chain: T.Compose, item: dict) -> dict:
+    """chain(item) for an item of case_dicts, where a file its reader cannot read (a gzip stream
+    that ends early, a corrupt one) stops with a DatasetError naming it in one line, not MONAI's
+    traceback of the transform that failed."""
+    try:
+        return chain(item)
+    except Exception as error:
+        images = item["image"] if isinstance(item["image"], list) else [item["image"]]
+        for path in [*images, *([item["label"]] if "label" in item else [])]:
+            if problem := unreadable(path):
+                raise DatasetError(problem) from error
+        raise
+
+
+def unreadable(path: str) -> str | None:
+    """Why the file at `path` cannot be read whole, in one line; None when it can. (Its header
+    was checked before: segnet.data.headers.)"""
+    try:
+        T.LoadImage(image_only=True)(path)
+    except Exception as error:
+        return read_problem(path, error)
+    return None
 
 
 def load_transforms(
@@ -46,18 +87,26 @@ def load_transforms(
     return steps
 
 
+def without_ignored(label: torch.Tensor, ignore_label: int) -> torch.Tensor:
+    return torch.where(label == ignore_label, 0, label)
+
+
 def train_transforms(
-    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, affine: bool = True, **geometry,
+    patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, affine: bool = True,
+    ignore_label: int | None = None, **geometry,
 ) -> T.Compose:
     crop = list(patch_size[:2]) + [1] if spatial_dims == 2 else list(patch_size)
-    steps = load_transforms(with_label=True, **geometry) + [
-        T.SpatialPadd(keys=list(KEYS), spatial_size=crop, mode="constant"),
-        # foreground from the label alone (normalized intensities say nothing about it: CT air is
-        # as negative as anything)
-        T.RandCropByPosNegLabeld(
-            keys=list(KEYS), label_key="label", spatial_size=crop, pos=2, neg=1, num_samples=samples_per_volume,
-        ),
-    ]
+    steps = load_transforms(with_label=True, **geometry) + [T.SpatialPadd(keys=list(KEYS), spatial_size=crop)]
+    # Foreground from the label alone (normalized intensities say nothing about it: CT air is as
+    # negative as anything), ignored voxels not among it, as nnU-Net leaves them out.
+    foreground = "label" if ignore_label is None else CROP_FOREGROUND
+    if ignore_label is not None:
+        steps += [T.CopyItemsd(keys="label", names=CROP_FOREGROUND),
+                  T.Lambdad(keys=CROP_FOREGROUND, func=functools.partial(without_ignored, ignore_label=ignore_label))]
+    steps.append(T.RandCropByPosNegLabeld(keys=list(KEYS), label_key=foreground, spatial_size=crop, pos=2, neg=1,
+                                          num_samples=samples_per_volume))
+    if ignore_label is not None:
+        steps.append(T.DeleteItemsd(keys=CROP_FOREGROUND))
     if spatial_dims == 2:
         steps.append(T.SqueezeDimd(keys=list(KEYS), dim=-1))
     return T.Compose(steps + augmentation_transforms(spatial_dims, affine))

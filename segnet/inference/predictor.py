@@ -23,8 +23,7 @@ from monai.data import MetaTensor
 from monai.transforms import Invertd
 
 from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
-from segnet.data.decathlon import case_dicts
-from segnet.data.transforms import eval_transforms
+from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
 from segnet.inference.windows import plain, predict_with_flips, training_autocast
@@ -150,7 +149,7 @@ class PredictionWriter:
         return self.predictor.probabilities(image)
 
     def run_case(self, case: Case) -> Prediction:
-        loaded = self.load({"image": case_dicts([case])[0]["image"]})
+        loaded = load_case(self.load, {"image": case_dicts([case])[0]["image"]})
         probabilities = self.predict(loaded["image"])
         meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
         loaded["prob"] = MetaTensor(probabilities, **meta)

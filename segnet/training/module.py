@@ -92,11 +92,9 @@ class SegmentationModule(L.LightningModule):
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         if self.augmentation is None or not self.trainer.training:  # validation: whole volumes as they are
             return batch
-        # One draw of the global generator per batch seeds the device's: reproducible, and
-        # resumed exactly with the generators' state every checkpoint holds. Every rank draws
-        # the same (seeded alike), so the rank is added: each augments its crops its own way.
-        seed = int(torch.randint(2**62, ())) + self.global_rank
-        generator = torch.Generator(self.device).manual_seed(seed)
+        # The batch's first draw seeds the device's generator (segnet.data.sampling): its own per
+        # rank and step, and the same again after a resume.
+        generator = torch.Generator(self.device).manual_seed(int(batch["seed"][0]))
         image, label = self.augmentation(batch["image"], batch["label"], generator)
         return {**batch, "image": image, "label": label.long()}
 
