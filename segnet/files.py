@@ -7,6 +7,7 @@ segnet.training.checkpoints.)"""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import threading
@@ -52,3 +53,14 @@ def write_text(path: str | Path, text: str) -> None:
 
 def write_json(path: str | Path, value: Any) -> None:
     write_text(path, json.dumps(value, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """An exclusive lock held by this process until the block ends (released if it dies)."""
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

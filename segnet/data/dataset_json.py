@@ -11,6 +11,7 @@ unknown: it is not a class the network predicts, and the loss and every metric l
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,12 @@ class Case:
     name: str
     images: tuple[str, ...]  # one file holding all channels, or one file per channel
     label: str | None
+
+
+def case_seed(name: str) -> int:
+    """A seed of the case's own, from its name: what is sampled of one case (its foreground voxels,
+    its intensities) is the same whatever the other cases are."""
+    return int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
 
 
 @dataclass(frozen=True)
@@ -142,8 +149,9 @@ def _nnunet_cases(root: Path, folder: str, ending: str, channels: int, labelled:
 
 @functools.lru_cache(maxsize=8)
 def describe_dataset(root: str) -> DatasetDescription:
-    """Parse and check root/dataset.json; DatasetError says exactly what is wrong."""
-    folder = Path(root).expanduser()
+    """Parse and check root/dataset.json; DatasetError says exactly what is wrong. Paths are
+    resolved once here, so a dataset reached through a link is the same dataset (and cache)."""
+    folder = Path(root).expanduser().resolve()
     if not folder.is_dir():
         raise DatasetError(
             f"data.root={root} is not a folder; point it at a dataset with dataset.json, imagesTr, labelsTr"

@@ -1,12 +1,14 @@
 """The plan a run trains with, and what segnet-plan does.
 
 A run on a dataset folder takes its plan from, in order: `data.plan` (a plans.json that
-segnet-plan or an earlier run wrote), the run folder's plans.json (a resumed run), or a fresh
-fingerprint of the dataset. Only the job's first process does this (segnet.cluster); the other
-ranks read the plans.json it writes. The fingerprint is also the integrity check, so a broken dataset stops the run
-before anything trains; a plan passed in still gets the check. The plan then fills what the
-configuration leaves open (patch size, batch size) and sets spacing, orientation and
-normalization; it is written to the run folder and, through data.plan, into the checkpoint.
+segnet-plan or an earlier run wrote), the run folder's plans.json (a resumed run), or the
+dataset's fingerprint. Every process of a job makes the same choice from the same files, so every
+rank trains the same plan, the one the run folder's plans.json records (the first process writes
+it). The fingerprint is also the integrity check, made once per dataset and kept
+(segnet.planning.record), so a broken dataset stops every run before anything trains, a plan
+passed in included. The plan then fills what the configuration leaves open (patch size, batch
+size) and sets spacing, orientation and normalization; it is written to the run folder and,
+through data.plan, into the checkpoint.
 """
 
 from __future__ import annotations
@@ -19,24 +21,27 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from segnet.cluster import is_first_process, reporting_failure, wait_for
+from segnet.cluster import is_first_process
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
 from segnet.data.headers import MAX_VOXELS
 from segnet.errors import ConfigError
 from segnet.files import write_json
-from segnet.planning.fingerprint import fingerprint_dataset
-from segnet.planning.integrity import verify_dataset
 from segnet.planning.planner import plan_dataset
+from segnet.planning.record import dataset_fingerprint
 
 log = logging.getLogger(__name__)
 PLANS_FILE = "plans.json"
 
 
+def fingerprint(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
+    """The dataset's fingerprint (and integrity check), from its record where current."""
+    return dataset_fingerprint(description, cfg.data.get("cache_dir"), max_voxels(cfg))
+
+
 def make_plan(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
-    """The fingerprint (and integrity check) of the labelled cases, and the plan made from it."""
-    fingerprint = fingerprint_dataset(description, description.labelled, max_voxels=max_voxels(cfg))
+    """The plan made from the fingerprint of the labelled cases."""
     model, memory_budget_gb = OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb)
-    return plan_dataset(description, fingerprint, model, memory_budget_gb)
+    return plan_dataset(description, fingerprint(description, cfg), model, memory_budget_gb)
 
 
 def max_voxels(cfg: DictConfig) -> int:
@@ -101,21 +106,13 @@ def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
 
 
 def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
-    """The plan of a run on a dataset folder (None for generated data), applied to cfg.data and
-    in the run folder's plans.json: made or checked by the job's first process, read by the others."""
+    """The plan of a run on a dataset folder (None for generated data), applied to cfg.data;
+    record_plan then writes it into the run folder."""
     data = cfg.data
     if "root" not in data:
         return None
     description = describe_dataset(str(data.root))
-    in_run_folder = output_dir / PLANS_FILE
-    if is_first_process():
-        with reporting_failure(in_run_folder):
-            plan = choose_plan(cfg, description, in_run_folder)
-            if not in_run_folder.is_file():
-                write_plan(plan, in_run_folder)
-    else:
-        wait_for(in_run_folder)
-        plan = read_plan(in_run_folder, description)
+    plan = choose_plan(cfg, description, output_dir / PLANS_FILE)
     apply_plan(data, plan)
     log.info("plan: %s orientation, spacing %s, patch %s, batch %s volume(s) x %s crop(s)", plan["orientation"],
              data.spacing if data.spacing is not None else "as stored", list(data.patch_size), data.batch_size,
@@ -123,21 +120,32 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     return plan
 
 
+def record_plan(plan: dict[str, Any] | None, output_dir: Path) -> None:
+    """The run folder's plans.json: the plan this run trains (written by the first process)."""
+    in_run_folder = output_dir / PLANS_FILE
+    if plan is None or not is_first_process():
+        return
+    if not (in_run_folder.is_file() and json.loads(in_run_folder.read_text()) == plan):
+        write_plan(plan, in_run_folder)
+
+
 def choose_plan(cfg: DictConfig, description: DatasetDescription, in_run_folder: Path) -> dict[str, Any]:
-    """data.plan (checked against the dataset first), else the run folder's (a resumed run), else
-    a fresh fingerprint, which is also the integrity check."""
+    """data.plan, else the run folder's (a resumed run), else a plan of the fingerprint, with the
+    dataset checked first in every case. Every process chooses the same: data.plan and the
+    fingerprint are the same files for all, and the run folder's plans.json is either the one
+    the job started with or the first process's copy of the same choice."""
     given = cfg.data.get("plan")
     if OmegaConf.is_dict(given):  # a configuration that already carries its plan
         return OmegaConf.to_container(given, resolve=True)
     if given:
         plan = read_plan(Path(str(given)), description)
-        verify_dataset(description, description.labelled, max_voxels=max_voxels(cfg))
+        fingerprint(description, cfg)
         return plan
     if in_run_folder.is_file():
         log.info("plan: %s (this run's)", in_run_folder)
+        fingerprint(description, cfg)
         return read_plan(in_run_folder, description)
-    log.info("planning %s (fingerprint and integrity check of %d case(s))", cfg.data.root, len(description.labelled))
-    return make_plan(description, cfg)
+    return json.loads(json.dumps(make_plan(description, cfg)))  # as plans.json will hold it
 
 
 def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
@@ -146,7 +154,7 @@ def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
         raise ConfigError("data.root is required: segnet-plan data.root=/data/Dataset001_Name")
     description = describe_dataset(str(cfg.data.root))
     if cfg.verify:
-        verify_dataset(description, description.labelled, max_voxels=max_voxels(cfg))
+        fingerprint(description, cfg)
         log.info("%s: %d case(s), no problems found", description.root, len(description.labelled))
         return None
     plan = make_plan(description, cfg)

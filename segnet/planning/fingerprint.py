@@ -3,9 +3,10 @@
 Per case: the voxel spacing and shape in RAS axis order (whatever orientation the file is stored
 in, so cases stored in LPS, or with permuted axes, compare axis for axis), and the voxels of
 each class. Per channel: mean, standard deviation and 0.5 / 99.5 percentiles of the intensities
-under the labels (label > 0), from up to SAMPLES_PER_CASE voxels of every case: CT
-normalization uses them. The same pass is the integrity check (segnet.planning.integrity): a case
-is fingerprinted only if it is sound, and a broken dataset stops here.
+under the labels (label > 0, the ignore label left out), from up to SAMPLES_PER_CASE voxels of
+every case: CT normalization uses them. The same read is the integrity check
+(segnet.planning.integrity): a case is fingerprinted only if it is sound. segnet.planning.record
+makes both once per dataset and keeps them.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from segnet.data.dataset_json import Case, DatasetDescription
-from segnet.data.headers import MAX_VOXELS
-from segnet.planning.integrity import verify_dataset
+from segnet.data.dataset_json import Case, DatasetDescription, case_seed
 
 SAMPLES_PER_CASE = 10_000  # foreground voxels drawn per case and channel, as nnU-Net's fingerprint
 
@@ -42,36 +41,35 @@ def intensity_statistics(values: np.ndarray) -> dict[str, float]:
             "percentile_00_5": float(np.percentile(values, 0.5)), "percentile_99_5": float(np.percentile(values, 99.5))}
 
 
-def fingerprint_dataset(description: DatasetDescription, cases: Sequence[Case], seed: int = 1234,
-                        max_voxels: int = MAX_VOXELS) -> dict[str, Any]:
-    """The fingerprint of these (labelled) cases; a DatasetError listing every broken case instead
-    if the dataset does not pass the integrity check."""
-    rng = np.random.default_rng(seed)
-    per_case: list[dict[str, Any]] = []
-    samples: list[list[np.ndarray]] = [[] for _ in description.channel_names]
+def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDescription) -> tuple[dict, np.ndarray]:
+    """One sound case's entry (name, RAS spacing and shape, voxels per class) and its sampled
+    foreground intensities, (channels, up to SAMPLES_PER_CASE): drawn with a generator seeded by
+    the case's name, so a case's samples do not depend on the other cases."""
+    label = np.asarray(loaded[case.label])
+    spacing, shape = ras_geometry(np.asarray(loaded[case.images[0]].affine), label.shape)
+    counts = np.bincount(label.astype(np.int64).ravel(), minlength=description.num_classes)
+    entry = {"name": case.name, "spacing": spacing, "shape": shape,
+             "class_voxels": [int(v) for v in counts[: description.num_classes]]}
+    foreground = label > 0
+    if description.ignore_label is not None:
+        foreground &= label != description.ignore_label
+    foreground = np.flatnonzero(foreground)
+    rng = np.random.default_rng(case_seed(case.name))
+    chosen = np.sort(rng.choice(foreground, size=min(SAMPLES_PER_CASE, foreground.size), replace=False))
+    samples = []
+    for channel in range(description.in_channels):
+        image = np.asarray(loaded[case.images[channel] if len(case.images) > 1 else case.images[0]])
+        if len(case.images) == 1 and image.ndim == label.ndim + 1:
+            image = image[..., channel]  # one file holding every channel, channels last
+        samples.append(image.ravel()[chosen].astype(np.float32))
+    return entry, np.stack(samples)
 
-    def inspect(case: Case, loaded: dict[str, Any]) -> None:
-        label = np.asarray(loaded[case.label])
-        spacing, shape = ras_geometry(np.asarray(loaded[case.images[0]].affine), label.shape)
-        counts = np.bincount(label.astype(np.int64).ravel(), minlength=description.num_classes)
-        per_case.append({"name": case.name, "spacing": spacing, "shape": shape,
-                         "class_voxels": [int(v) for v in counts[: description.num_classes]]})
-        foreground = label > 0
-        if description.ignore_label is not None:
-            foreground &= label != description.ignore_label
-        for channel in range(description.in_channels):
-            image = np.asarray(loaded[case.images[channel] if len(case.images) > 1 else case.images[0]])
-            if len(case.images) == 1 and image.ndim == label.ndim + 1:
-                image = image[..., channel]  # one file holding every channel, channels last
-            values = image[foreground]
-            if values.size:
-                samples[channel].append(rng.choice(values, size=min(SAMPLES_PER_CASE, values.size), replace=False))
 
-    verify_dataset(description, cases, inspect, max_voxels)
+def summarize(description: DatasetDescription, entries: Sequence[dict], samples: Sequence[np.ndarray]) -> dict:
+    """The fingerprint of the cases of these entries and samples (in the same order)."""
+    pooled = np.concatenate(samples, axis=1) if samples else np.zeros((description.in_channels, 0))
     return {
-        "cases": per_case,
-        "foreground_intensities": [
-            {"channel": name, **intensity_statistics(np.concatenate(s) if s else np.zeros(0))}
-            for name, s in zip(description.channel_names, samples, strict=True)
-        ],
+        "cases": list(entries),
+        "foreground_intensities": [{"channel": name, **intensity_statistics(values)}
+                                   for name, values in zip(description.channel_names, pooled, strict=True)],
     }

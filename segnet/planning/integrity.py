@@ -19,7 +19,7 @@ import numpy as np
 from monai.transforms import LoadImage
 
 from segnet.data.dataset_json import Case, DatasetDescription
-from segnet.data.headers import MAX_VOXELS, header_problem
+from segnet.data.headers import MAX_VOXELS, header_problem, read_problem
 from segnet.errors import DatasetError
 
 AFFINE_TOLERANCE = 1e-3  # mm (origin) and mm per voxel (direction x spacing), as nnU-Net allows
@@ -41,7 +41,7 @@ def read_case(case: Case, load: LoadImage, max_voxels: int = MAX_VOXELS, channel
         try:
             loaded[path] = load(path)
         except Exception as error:  # any reader's failure: report it with the others
-            return f"{path}: cannot be read ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            return read_problem(path, error)
     return loaded
 
 
@@ -75,21 +75,23 @@ def case_problems(
     return problems
 
 
-def verify_dataset(description: DatasetDescription, cases: Sequence[Case], inspect=None,
-                   max_voxels: int = MAX_VOXELS) -> None:
-    """Reads every case once and raises a DatasetError listing every problem of these cases (a
-    dataset's labelled ones, as dataset.json lists them); `inspect(case, loaded)` sees each
-    sound case's files in the same pass (the fingerprint)."""
-    load = LoadImage(image_only=True)
-    problems = [f"case {name} is listed {count} times" for name, count in Counter(c.name for c in cases).items()
-                if count > 1]
-    for case in cases:
-        loaded = read_case(case, load, max_voxels, description.in_channels)
-        found = [loaded] if isinstance(loaded, str) else case_problems(
-            case, loaded, description.class_names, description.ignore_label)
-        problems += [f"case {case.name}: {p}" for p in found]
-        if not found and inspect is not None:
-            inspect(case, loaded)
+def check_case(case: Case, load: LoadImage, description: DatasetDescription,
+               max_voxels: int = MAX_VOXELS) -> tuple[dict[str, Any] | None, list[str]]:
+    """One case read and checked: its files as the loader reads them (None if it is broken),
+    and what is wrong with it."""
+    loaded = read_case(case, load, max_voxels, description.in_channels)
+    if isinstance(loaded, str):
+        return None, [loaded]
+    problems = case_problems(case, loaded, description.class_names, description.ignore_label)
+    return (None if problems else loaded), problems
+
+
+def duplicates(cases: Sequence[Case]) -> list[str]:
+    return [f"case {name} is listed {count} times" for name, count in Counter(c.name for c in cases).items()
+            if count > 1]
+
+
+def raise_problems(description: DatasetDescription, problems: list[str]) -> None:
     if problems:
         raise DatasetError(
             f"{description.root} has {len(problems)} problem(s); training does not start on a broken dataset:\n  - "

@@ -17,18 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
-from segnet.data.transforms import eval_transforms
+from segnet.data.derived import cache_root, case_stamps
+from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError
-from segnet.files import write_json
-from segnet.preprocessing.cache import (
-    PreprocessedCase,
-    cache_folder,
-    cache_root,
-    exclusive,
-    label_dtype,
-    loading_plan,
-    source_stamps,
-)
+from segnet.files import exclusive, write_json
+from segnet.planning.api import plan_for_run, record_plan
+from segnet.preprocessing.cache import PreprocessedCase, cache_folder, label_dtype, loading_plan
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +38,16 @@ def grid_properties(image) -> dict[str, Any]:
     }
 
 
-def build_case(case: Case, entry: PreprocessedCase, geometry: dict[str, Any], dtype: np.dtype) -> None:
-    from segnet.data.decathlon import case_dicts  # the data module imports this module
-
+def build_case(case: Case, entry: PreprocessedCase, geometry: dict[str, Any], dtype: np.dtype,
+               ignore_label: int | None = None) -> None:
     with exclusive(entry.folder / f".{case.name}.lock"):
         if entry.is_current(case):  # another process built it while this one waited
             return
-        sources = source_stamps(case)
-        loaded = eval_transforms(True, **geometry)(case_dicts([case])[0])
+        sources = case_stamps(case)
+        loaded = load_case(eval_transforms(True, **geometry), case_dicts([case])[0])
         image, label = loaded["image"], loaded["label"]
-        entry.write(sources, image.numpy().astype(np.float32), label.numpy().astype(dtype), grid_properties(image))
+        entry.write(sources, image.numpy().astype(np.float32), label.numpy().astype(dtype), grid_properties(image),
+                    ignore_label)
 
 
 def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry: dict[str, Any],
@@ -72,7 +66,8 @@ def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry:
         dtype = label_dtype(largest)
         log.info("preprocessing %d of %d case(s) into %s", len(stale), len(cases), folder)
         with ThreadPoolExecutor(max(1, workers)) as pool:
-            jobs = pool.map(lambda case: build_case(case, entries[case.name], geometry, dtype), stale)
+            jobs = pool.map(lambda case: build_case(case, entries[case.name], geometry, dtype,
+                                                    description.ignore_label), stale)
             for _ in tqdm(jobs, total=len(stale), desc="preprocessing", unit="case"):
                 pass
     return entries
@@ -80,11 +75,9 @@ def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry:
 
 def preprocess_command(cfg: DictConfig) -> Path:
     """segnet-preprocess: the plan (data.plan, or planned now) applied, every labelled case cached."""
-    from segnet.planning.api import plan_for_run
-
     if OmegaConf.is_missing(cfg.data, "root"):
         raise ConfigError("data.root is required: segnet-preprocess data.root=/data/Dataset001_Name")
-    plan_for_run(cfg, Path(cfg.paths.output_dir))
+    record_plan(plan_for_run(cfg, Path(cfg.paths.output_dir)), Path(cfg.paths.output_dir))
     description = describe_dataset(str(cfg.data.root))
     data = cfg.data
     geometry = {"orientation": data.orientation, "spacing": data.spacing, "normalization": data.normalization}
