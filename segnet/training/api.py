@@ -24,11 +24,12 @@ from segnet.cluster import is_first_process
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
-from segnet.inference.loading import one_checkpoint, refusing_unsafe
-from segnet.planning.api import plan_for_run
+from segnet.inference.loading import refusing_unsafe
+from segnet.planning.api import plan_for_run, record_plan
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.module import SegmentationModule
+from segnet.training.resume import check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
 log = logging.getLogger(__name__)
 
@@ -172,49 +173,40 @@ def per_case_scores(module: SegmentationModule, metric: str) -> dict[str, dict[s
             for case, scores in sorted(module.per_case(metric).items())}
 
 
-def continue_in_run_folder(cfg: DictConfig) -> None:
-    """Resuming from <run>/checkpoints/*.ckpt continues in <run>: its checkpoints (and so the
-    best score so far), logs and metrics.json stay together."""
-    checkpoint = one_checkpoint(cfg, "resuming", "a run's checkpoints/last.ckpt")
-    if checkpoint.parent.name == "checkpoints":
-        run_folder = checkpoint.resolve().parent.parent
-        log.info("resuming %s in its run folder %s", checkpoint, run_folder)
-        cfg.paths.output_dir = str(run_folder)
-
-
-def resume_from(cfg: DictConfig) -> str | None:
-    """ckpt_path, with auto resolved: the run folder's newest last.ckpt, or hpc_ckpt_*.ckpt that
-    Lightning's SLURM requeue wrote, as a preempted job started again finds them; None in a new
-    run folder."""
-    if cfg.ckpt_path != "auto":
-        return cfg.ckpt_path
-    run_folder = Path(cfg.paths.output_dir)
-    found = [p for p in (run_folder / "checkpoints" / "last.ckpt", *run_folder.glob("hpc_ckpt_*.ckpt")) if p.is_file()]
-    if not found:
-        return None
-    newest = max(found, key=lambda p: p.stat().st_mtime_ns)
-    log.info("ckpt_path=auto: resuming from %s (ckpt_path=null starts afresh)", newest)
-    return str(newest)
+def keep_as_best(trainer: L.Trainer, checkpoint, score: float | None) -> None:
+    """A fit that never validated before its end: the final validation decides best.ckpt (the
+    final weights, the only ones scored)."""
+    if score is None:
+        return
+    path = checkpoint.format_checkpoint_name({})
+    checkpoint.best_model_score, checkpoint.best_model_path = torch.tensor(score), path
+    trainer.save_checkpoint(path)
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate the final weights, and return (and write) the run's metrics."""
     check_data_config(cfg.data)
     check_launcher(cfg)
+    given = cfg.ckpt_path
     cfg.ckpt_path = resume_from(cfg)
     if cfg.ckpt_path is not None:
         continue_in_run_folder(cfg)
+    else:
+        check_fresh_start(Path(cfg.paths.output_dir))
     backend = resolve_run_backend(cfg)
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
 
-    plan_for_run(cfg, output_dir)  # dataset folders: spacing, orientation, normalization, patch, batch
+    plan = plan_for_run(cfg, output_dir)  # dataset folders: spacing, orientation, normalization, patch, batch
     if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
     datamodule = instantiate_data(cfg.data)
+    module = build_module(cfg, backend)
+    if cfg.ckpt_path is not None:  # before this run writes into the folder
+        check_same_run(cfg.ckpt_path, dict(module.hparams), given)
+    record_plan(plan, output_dir)
     if getattr(datamodule, "split", None) is not None and is_first_process():
         write_json(output_dir / "splits.json", datamodule.split.to_json())
-    module = build_module(cfg, backend)
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger), profiler=instantiate(cfg.get("profiler")),
@@ -230,12 +222,17 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                     output_dir / "checkpoints" / "last.ckpt")
         raise
     fit_seconds = time.perf_counter() - start
-    final = trainer.validate(module, datamodule=datamodule, verbose=False, weights_only=True)[0]
-
     # best.ckpt's ModelCheckpoint monitors the validation Dice; last.ckpt's monitors nothing
     checkpoint = next((c for c in trainer.checkpoint_callbacks if c.monitor), None)
     last = next((c for c in trainer.checkpoint_callbacks if not c.monitor), None)
     last_path = Path(last.format_checkpoint_name({})) if last else None
+    # The final weights, as last.ckpt holds them at the fit's end: named, since without a path
+    # Lightning validates the newest hpc_ckpt_*.ckpt under SLURM (the weights at a preemption).
+    final_weights = str(last_path) if last_path and last_path.is_file() else None
+    final = trainer.validate(module, datamodule=datamodule, ckpt_path=final_weights, verbose=False,
+                             weights_only=True)[0]
+    if checkpoint is not None and checkpoint.best_model_score is None and final_weights is not None:
+        keep_as_best(trainer, checkpoint, final.get(checkpoint.monitor))
     timer = next(c for c in callbacks if isinstance(c, StepTimer))
     memory, memory_kind = peak_memory_mb(module.device)
     metrics = {
