@@ -49,6 +49,10 @@ between the smallest and the largest count), value, unit. Paths: "old" is data.p
   of 2 such crops (the reading not counted): what augment_on=device leaves to the device.
 - cache on disk per case (MiB/case): the files of the cache folder of the largest count, per case;
   the setting is the folder, under --work.
+- fingerprint time (s): the fingerprint and integrity check a run's planning asks for
+  (segnet.planning.record), in a fresh interpreter: "cold record" reads every case (as every
+  start did before the record), "warm record" finds the record of an unchanged dataset and only
+  checks its sources' stamps.
 """
 
 from __future__ import annotations
@@ -74,18 +78,22 @@ import torch.nn.functional as F
 from monai.data import CacheDataset
 from torch.utils.data import Dataset
 
-from segnet.data.decathlon import DecathlonDataModule, case_dicts
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.decathlon import DecathlonDataModule
+from segnet.data.derived import cache_root
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.phantom import affine_for, write_case, write_dataset_json
-from segnet.data.transforms import train_transforms
-from segnet.preprocessing.cache import cache_folder, cache_root, loading_plan
+from segnet.data.transforms import case_dicts, train_transforms
+from segnet.planning.record import dataset_fingerprint
+from segnet.preprocessing.cache import cache_folder, loading_plan
 
 CLASS_NAMES = ("background", "structure_1", "structure_2", "structure_3")
 GEOMETRY = {"orientation": "RAS", "spacing": [1.0, 1.0, 1.0], "normalization": None}
 BLOB_VOXELS = 16  # the random values' grid step before smoothing: blobs of about this size
 OLD, COLD, WARM = "old: CacheDataset", "new: cold cache", "new: warm cache"
+COLD_RECORD, WARM_RECORD = "cold record", "warm record"
 # the measurements that get a slope per added case
-PER_CASE = ("setup time", "setup RSS added", "worker RSS", "worker private memory")
+PER_CASE = ("setup time", "setup RSS added", "worker RSS", "worker private memory", "fingerprint time")
 
 
 @dataclass(frozen=True)
@@ -250,6 +258,13 @@ def measure_setup(root: Path, count: int, cache_dir: Path, preprocessed: bool, p
     return result
 
 
+def measure_fingerprint(root: Path, cache_dir: Path) -> dict[str, float]:
+    """Wall seconds of the dataset's fingerprint and integrity check, as a run's planning asks for it."""
+    start = time.perf_counter()
+    dataset_fingerprint(describe_dataset(str(root)), str(cache_dir))
+    return {"seconds": time.perf_counter() - start}
+
+
 def time_samples(produce: Callable[[], int], min_samples: int, min_seconds: float) -> tuple[float, float]:
     """(samples per second, CPU seconds per sample) of calling `produce` (which returns how many
     samples it made) after one warm-up call, until both minimums are reached."""
@@ -312,10 +327,14 @@ def time_crops(root: Path, count: int, cache_dir: Path, preset: Preset) -> list[
 
 
 def setup_rows(results: dict[tuple[str, int], dict[str, float]], patch: Sequence[int], batches: int) -> list[Row]:
-    settings = {OLD: f"loaded in {os.cpu_count()} threads", COLD: "built in 1 thread", WARM: "checked"}
+    settings = {OLD: f"loaded in {os.cpu_count()} threads", COLD: "built in 1 thread", WARM: "checked",
+                COLD_RECORD: "every case read", WARM_RECORD: "the sources' stamps checked"}
     worker = f"3D {shape_tag(patch)}, MONAI augmentation, {batches} batches of 4 crops"
     rows = []
     for (path, count), result in results.items():
+        if path in (COLD_RECORD, WARM_RECORD):
+            rows.append(Row("fingerprint time", path, settings[path], str(count), result["seconds"], "s"))
+            continue
         rows += [Row("setup time", path, settings[path], str(count), result["seconds"], "s"),
                  Row("setup RSS added", path, settings[path], str(count), result["rss_added"], "MiB")]
         if "worker_rss" in result:
@@ -402,6 +421,9 @@ def main() -> None:
             say(f"setup: {path}, {n} cases")
             results[path, n] = in_fresh_process(measure_setup, roots[n], n, caches[n], preprocessed,
                                                 preset.patch_3d, batches)
+        for path in (COLD_RECORD, WARM_RECORD):
+            say(f"fingerprint: {path}, {n} cases")
+            results[path, n] = in_fresh_process(measure_fingerprint, roots[n], caches[n])
     say("crops")
     rows = setup_rows(results, preset.patch_3d, preset.worker_batches)
     rows += per_case_rows(rows)

@@ -14,8 +14,9 @@ from helpers import ROOT
 COLUMNS = ["measurement", "path", "setting", "cases", "value", "unit"]
 MEASUREMENTS = {
     "batch augmentation CPU", "batch augmentation time", "cache on disk per case", "crop CPU per sample", "crop rate",
-    "setup RSS added", "setup RSS added per added case", "setup time", "setup time per added case", "worker RSS",
-    "worker RSS per added case", "worker private memory", "worker private memory per added case",
+    "fingerprint time", "fingerprint time per added case", "setup RSS added", "setup RSS added per added case",
+    "setup time", "setup time per added case", "worker RSS", "worker RSS per added case", "worker private memory",
+    "worker private memory per added case",
 }
 
 
@@ -36,3 +37,5 @@ def test_the_quick_benchmark_writes_its_table(tmp_path):
     paths = {row["path"] for row in rows if row["measurement"] == "setup time"}
     assert paths == {"old: CacheDataset", "new: cold cache", "new: warm cache"}
     assert {row["cases"] for row in rows if row["measurement"] == "setup time"} == {"2", "4"}
+    paths = {row["path"] for row in rows if row["measurement"] == "fingerprint time"}
+    assert paths == {"cold record", "warm record"}

@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import signal
 import struct
+import zlib
 from pathlib import Path
 
 import nibabel as nib
@@ -15,13 +16,17 @@ import numpy as np
 import pytest
 
 from helpers.commands import run_command
-from helpers.data import sphere_case, write_decathlon
+from helpers.data import CLASS_NAMES, sphere_case, write_decathlon
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.headers import header_problem
+from segnet.data.transforms import eval_transforms, load_case
 from segnet.errors import DatasetError
-from segnet.planning.integrity import verify_dataset
+from segnet.evaluation.evaluator import score_case
+from segnet.planning.record import dataset_fingerprint
+from segnet.preprocessing.api import preprocess
 
 DIM_OFFSET, PIXDIM_OFFSET = 40, 76  # NIfTI-1: dim[8] int16, pixdim[8] float32
+GEOMETRY = {"orientation": "RAS", "spacing": None, "normalization": None}
 
 
 def patched(source: Path, target: Path, offset: int, fmt: str, *values) -> Path:
@@ -122,7 +127,7 @@ def test_random_corruption_gives_a_read_or_one_line(tmp_path, ending):
             target.write_bytes(bytes(data))
             signal.alarm(20)
             try:
-                verify_dataset(description, description.labelled)
+                dataset_fingerprint(description)
                 outcomes["read"] += 1
             except DatasetError as error:
                 assert str(target) in str(error)
@@ -132,3 +137,67 @@ def test_random_corruption_gives_a_read_or_one_line(tmp_path, ending):
     finally:
         signal.signal(signal.SIGALRM, previous)
     assert outcomes["read"] > 0 and outcomes["one line"] > 0  # both outcomes happened: the flips mattered
+
+
+def zeros_gzip(path: Path, head: bytes, zeros: int, chunk: int = 2**26) -> Path:
+    """A complete gzip file of `head` and then `zeros` zero bytes (a multiple of `chunk`), made in a
+    few seconds: after a full flush a deflate stream refers to nothing before it, so one chunk's
+    compressed bytes repeated are the stream of every chunk."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    start = deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+    block = deflate.compress(bytes(chunk)) + deflate.flush(zlib.Z_FULL_FLUSH)
+    end = deflate.flush(zlib.Z_FINISH)
+    crc = zlib.crc32(head)
+    for _ in range(zeros // chunk):
+        crc = zlib.crc32(bytes(chunk), crc)
+    with open(path, "wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + start)
+        for _ in range(zeros // chunk):
+            f.write(block)
+        f.write(end + struct.pack("<II", crc, (len(head) + zeros) % 2**32))
+    return path
+
+
+def test_a_complete_gzip_past_4_gib_is_whole_and_a_cut_one_truncated(tmp_path):
+    header = nib.Nifti1Header()
+    header.set_data_shape((1024, 1024, 1024))  # 2^30 voxels: data.max_voxels itself
+    header.set_data_dtype(np.float32)
+    header.set_data_offset(352)
+    header.set_qform(np.eye(4), 1)
+    head = header.binaryblock + bytes(4)  # 348 header bytes, no extensions
+    small = zeros_gzip(tmp_path / "small.gz", head, 2 * 2**20, chunk=2**20)
+    assert gzip.decompress(small.read_bytes()) == head + bytes(2 * 2**20)  # the construction is a real gzip
+    large = zeros_gzip(tmp_path / "large.nii.gz", head, 4 * 2**30)
+    assert large.stat().st_size < 5 * 2**20 and int.from_bytes(large.read_bytes()[-4:], "little") == 352
+    assert header_problem(large) is None
+    cut = tmp_path / "cut.nii.gz"
+    cut.write_bytes(large.read_bytes()[: large.stat().st_size // 3])
+    problem = header_problem(cut)
+    assert problem is not None and problem.startswith(f"{cut}: ") and problem.endswith("a truncated file")
+
+
+def test_a_gzip_stream_that_ends_early_is_one_line_wherever_it_is_read(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=2)
+    description = describe_dataset(str(root))
+    case = description.training[0]
+    whole = Path(case.images[0]).read_bytes()
+    # cut to a third, its last four bytes a trailer that claims enough: only reading finds it short
+    Path(case.images[0]).write_bytes(whole[: len(whole) // 3] + struct.pack("<I", 2**32 - 1))
+    label_file = tmp_path / "label.nii.gz"
+    whole_label = Path(case.label).read_bytes()
+    label_file.write_bytes(whole_label[: len(whole_label) // 3] + struct.pack("<I", 2**32 - 1))
+    assert header_problem(case.images[0]) is None and header_problem(label_file) is None
+    expected = f"{case.images[0]}: cannot be read (EOFError: "
+    errors = []
+    for read in (lambda: dataset_fingerprint(description),  # the integrity check
+                 lambda: preprocess(description, [case], GEOMETRY, str(tmp_path / "cache")),
+                 lambda: load_case(eval_transforms(False, **GEOMETRY), {"image": case.images[0]}),  # prediction
+                 lambda: score_case(np.zeros((20, 24, 16), np.uint8), str(label_file), list(CLASS_NAMES))):
+        with pytest.raises(DatasetError) as caught:
+            read()
+        errors.append(str(caught.value))
+    assert f"\n  - case {case.name}: {expected}" in errors[0]  # one line among the dataset's problems
+    assert errors[1].startswith(expected) and errors[2].startswith(expected)
+    assert errors[3].startswith(f"{label_file}: cannot be read (EOFError: ")
+    assert all("ends early (truncated)" in error for error in errors)
+    assert not any("\n" in error for error in errors[1:])

@@ -12,10 +12,14 @@ import torch
 
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
+from segnet.data import cached
+from segnet.data.cached import CropDataset
 from segnet.data.dataset_json import describe_dataset
+from segnet.data.transforms import case_dicts, train_transforms
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.model.loss import SegmentationLoss
+from segnet.preprocessing.api import preprocess
 from segnet.training.api import train
 
 
@@ -82,3 +86,20 @@ def test_training_with_an_ignore_label(tmp_path):
                                     *TINY_MODEL, *TINY_TRAINER], output_dir=tmp_path / "run"))
     assert set(metrics["val_dice_per_class"]) == {"core", "shell"}
     assert not math.isnan(metrics["val_dice_mean"])
+
+
+def test_crops_are_not_centred_on_ignored_voxels(tmp_path, monkeypatch):
+    description = describe_dataset(str(with_ignore(write_decathlon(tmp_path / "Task", cases=2))))
+    geometry = {"orientation": "RAS", "spacing": None, "normalization": None}
+    entries = list(preprocess(description, description.labelled, geometry, str(tmp_path / "cache")).values())
+    ignored = np.mean([(e.label() == 3).mean() for e in entries])
+    assert ignored > 0.2 and all(set(e.foreground()[:, 0]) == {1, 2} for e in entries)
+    monkeypatch.setattr(cached, "POSITIVE_SHARE", 1.0)  # every crop centred on the foreground
+    centres = CropDataset(entries, [1, 1, 1], samples_per_volume=100).set_random_state(0)  # a crop of its centre
+    assert not any(s["label"].item() == 3 for i in range(len(entries)) for s in centres[i])
+    # the chain that loads the sources (data.preprocessed=false): 1 of 3 crops anywhere, so on
+    # ignored voxels a third of their share of the volume (more than half were, when they counted)
+    chain = train_transforms([1, 1, 1], 3, 300, affine=False, ignore_label=3, **geometry)
+    crops = [crop for case in case_dicts(description.labelled) for crop in chain.set_random_state(0)(case)]
+    on_ignored = np.mean([crop["label"].item() == 3 for crop in crops])
+    assert on_ignored < ignored / 3 + 0.05 and "crop_foreground" not in crops[0]

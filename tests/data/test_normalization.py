@@ -14,7 +14,7 @@ from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize
 from segnet.data.phantom import write_case, write_dataset_json
-from segnet.planning.fingerprint import fingerprint_dataset
+from segnet.planning.record import dataset_fingerprint
 from segnet.training.api import train
 
 
@@ -39,7 +39,7 @@ def write_ct_dataset(root, modality="CT", cases=((2, 0), (12, 1), (6, 2))):
 
 def ct_plan(tmp_path):
     description = describe_dataset(str(write_ct_dataset(tmp_path / "CT")))
-    fingerprint = fingerprint_dataset(description, description.training)
+    fingerprint = dataset_fingerprint(description)
     return normalization_plan(description.channel_names, fingerprint["foreground_intensities"])
 
 

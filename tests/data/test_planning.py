@@ -20,7 +20,7 @@ from segnet.errors import ConfigError
 from segnet.inference.loading import load_module
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import dice_per_class
-from segnet.planning.fingerprint import fingerprint_dataset, ras_geometry
+from segnet.planning.fingerprint import ras_geometry
 from segnet.planning.planner import (
     BATCH_SHARE,
     MIN_BATCH,
@@ -30,6 +30,7 @@ from segnet.planning.planner import (
     saved_bytes_per_voxel,
     target_spacing,
 )
+from segnet.planning.record import dataset_fingerprint
 from segnet.training.api import train
 
 MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm": "instance", "act": "prelu",
@@ -126,7 +127,7 @@ def test_the_plans_budget_holds_a_real_training_step(tmp_path, monkeypatch, devi
     from segnet.planning import planner
 
     description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)))
-    fingerprint = fingerprint_dataset(description, description.training)
+    fingerprint = dataset_fingerprint(description)
     budget_gb = 0.01
     budget = budget_gb * 2**30
     backend = "cpp" if device == "cpu" else "cuda"
@@ -167,7 +168,7 @@ def test_patch_and_batch_fit_the_budget():
 def test_plan_of_mixed_scanners(tmp_path):
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
     description = describe_dataset(str(root))
-    fingerprint = fingerprint_dataset(description, description.training)
+    fingerprint = dataset_fingerprint(description)
     assert [c["spacing"] for c in fingerprint["cases"]][1:3] == [pytest.approx([0.75, 0.75, 2.0])] * 2
     plan = plan_dataset(description, fingerprint, MODEL, memory_budget_gb=1.0)
     assert plan["slicing_axis"] == "S" and plan["orientation"] == "RAS"
@@ -181,7 +182,7 @@ def test_plan_of_mixed_scanners(tmp_path):
 def test_sagittal_thick_slices_slice_along_r(tmp_path):
     root = write_phantom_dataset(tmp_path / "Sagittal", [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")])
     description = describe_dataset(str(root))
-    plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
     assert plan["slicing_axis"] == "R" and plan["orientation"] == "ASR"
     assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # in A, S, R order
 
@@ -195,7 +196,7 @@ def test_every_case_loads_on_the_grid_its_plan_describes(tmp_path):
     sagittal = [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")]
     for name, grids in (("Mixed", MIXED_GRIDS), ("Sagittal", sagittal)):
         description = describe_dataset(str(write_phantom_dataset(tmp_path / name, grids)))
-        plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+        plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
         orientation = plan["orientation"]
         for dims in ("3d", "2d"):
             target = plan["configurations"][dims]["spacing"]
@@ -221,7 +222,7 @@ def test_predictions_return_to_each_stored_geometry(tmp_path):
     in RAS and back, each prediction lies on its image's own grid and matches its label."""
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
     description = describe_dataset(str(root))
-    plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
     geometry = {"orientation": plan["orientation"], "spacing": plan["configurations"]["3d"]["spacing"]}
 
     class Oracle(PredictionWriter):
@@ -321,7 +322,7 @@ def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
     description = describe_dataset(str(root))
     flat_case = r"case phantom_001: .*phantom_001.nii.gz: a 2D image; a 3D volume is expected"
     with pytest.raises(DatasetError, match=flat_case):
-        plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+        plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
 
 
 def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
@@ -336,7 +337,7 @@ def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
     path.write_text(json.dumps({"orientation": "RAS", "normalization": [{"scheme": "zscore"}]}))
     with pytest.raises(ConfigError, match=r"is not a segnet plan \(it lacks configurations, configurations.2d, "):
         read_plan(path, description)
-    plan = plan_dataset(description, fingerprint_dataset(description, description.training), MODEL, 1.0)
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
     path.write_text(json.dumps({**plan, "normalization": plan["normalization"] * 2}))
     with pytest.raises(ConfigError, match="plans 2 channel"):
         read_plan(path, description)

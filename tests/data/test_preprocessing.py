@@ -4,22 +4,26 @@ validation) as loading the sources."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import subprocess
 import sys
 import time
+from importlib import metadata
 
 import nibabel as nib
 import numpy as np
 import pytest
 import torch
 
-from helpers.data import write_decathlon
+from helpers.data import write_decathlon, write_nnunet
+from segnet.data import derived
 from segnet.data.cached import CropDataset, VolumeDataset, patch_start, read_box
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.decathlon import case_dicts
-from segnet.data.transforms import eval_transforms
+from segnet.data.transforms import case_dicts, eval_transforms
 from segnet.preprocessing import api
+from segnet.preprocessing import cache as preprocessing_cache
 from segnet.preprocessing.api import preprocess
 
 GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
@@ -36,10 +40,10 @@ def built_cases(monkeypatch) -> list[str]:
     built = []
     original = api.build_case
 
-    def counting(case, entry, geometry, dtype):
+    def counting(case, entry, *args):
         if not entry.is_current(case):
             built.append(case.name)
-        original(case, entry, geometry, dtype)
+        original(case, entry, *args)
 
     monkeypatch.setattr(api, "build_case", counting)
     return built
@@ -145,3 +149,72 @@ def test_crops_come_from_memory_maps_and_favour_foreground(dataset):
     assert with_foreground >= 2 / 3 - 0.05 and with_foreground > 1 - background_share  # more than chance
     margin = CropDataset(entries, [8, 8, 1], samples_per_volume=1, margin=[3, 3, 0], squeeze_last=True)[0][0]
     assert margin["image"].shape == (1, 14, 14)
+
+
+def stored_gzip(path: str, image: nib.Nifti1Image) -> None:
+    """A NIfTI gzip of stored (uncompressed) blocks: its size is the same for any voxel values."""
+    with gzip.GzipFile(path, "wb", compresslevel=0, mtime=0) as f:
+        f.write(image.to_bytes())
+
+
+def test_a_source_changed_behind_its_size_and_time_is_done_again(dataset, monkeypatch):
+    # labels 1 and 2 swapped in place, the size and modification time as before (cp -p, tar, rsync -t)
+    monkeypatch.setattr(derived, "RACY_NS", 0)  # the stamps alone, no content hash
+    description, cache = dataset
+    case = description.labelled[0]
+    stored = nib.load(case.label)
+    label = np.asarray(stored.dataobj)
+    stored_gzip(case.label, nib.Nifti1Image(label, stored.affine))
+    before = os.stat(case.label)
+    first = preprocess(description, description.labelled, GEOMETRY, str(cache))[case.name].label().copy()
+    swapped = np.choose(label, [0, 2, 1]).astype(label.dtype)  # classes 0, 1, 2
+    stored_gzip(case.label, nib.Nifti1Image(swapped, stored.affine))
+    os.utime(case.label, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(case.label).st_size, os.stat(case.label).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    built = built_cases(monkeypatch)
+    again = preprocess(description, description.labelled, GEOMETRY, str(cache))[case.name].label()
+    assert built == [case.name]
+    assert np.array_equal(again == 1, first == 2) and np.array_equal(again == 2, first == 1)
+
+
+def test_a_file_changed_within_its_clock_tick_is_told_by_its_content(tmp_path):
+    path = tmp_path / "label.nii.gz"
+    path.write_bytes(b"first")
+    stamp = derived.source_stamp(path)  # written just now: a coarse clock may not tick before the next change
+    assert "sha256" in stamp and derived.is_unchanged(stamp)
+    path.write_bytes(b"other")
+    same_times = {**derived.source_stamp(path), "sha256": stamp["sha256"]}  # what that clock would show
+    assert not derived.is_unchanged(same_times)
+
+
+def test_new_loading_code_or_libraries_is_another_cache(dataset, monkeypatch, tmp_path):
+    description, cache = dataset
+    step = tmp_path / "code" / "loading_step.py"  # a module on the loading path, as segnet's own are
+    step.parent.mkdir()
+    step.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(step.parent))
+    monkeypatch.setattr(preprocessing_cache, "LOADING_CODE", (*preprocessing_cache.LOADING_CODE, "loading_step"))
+    installed = metadata.version
+    folders = []
+    built = built_cases(monkeypatch)
+    for change in ("none", "none", "segnet", "library"):
+        if change == "segnet":
+            step.write_text("SCALE = 2\n")
+        if change == "library":
+            monkeypatch.setattr(metadata, "version", lambda name: "99.0" if name == "monai" else installed(name))
+        derived.code_version.cache_clear()
+        folders.append(next(iter(preprocess(description, description.labelled, GEOMETRY, str(cache)).values())).folder)
+    derived.code_version.cache_clear()
+    assert folders[0] == folders[1] and len(set(folders)) == 3
+    assert len(built) == 3 * len(description.labelled)  # once for the first and for each change
+    assert json.loads((folders[3] / "loading.json").read_text())["code"]["libraries"]["monai"] == "99.0"
+
+
+def test_a_dataset_reached_through_a_link_is_the_same_cache(tmp_path, monkeypatch):
+    root = write_nnunet(tmp_path / "Dataset001_Tiny")
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    built = built_cases(monkeypatch)
+    folders = {next(iter(preprocess(d, d.labelled, GEOMETRY, str(tmp_path / "cache")).values())).folder
+               for d in (describe_dataset(str(path)) for path in (root, link, root, link))}
+    assert len(folders) == 1 and len(built) == 3  # each case once

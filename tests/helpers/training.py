@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import lightning as L
 import torch
 from hydra import compose, initialize_config_dir
+from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig
 
 from helpers import ROOT
@@ -34,8 +36,13 @@ TINY_TRAINER = [
 ]
 
 
+def weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+
+
 class FitProbe(L.Callback):
-    """What a fit in this process started from and how many training batches it ran. A run takes
+    """What a fit in this process started from, how many training batches it ran and what a
+    validation by itself scored. A run takes
     it with the override +callbacks.fit_probe._target_=helpers.training.FitProbe; every instance
     Hydra makes is in FitProbe.made."""
 
@@ -44,12 +51,17 @@ class FitProbe(L.Callback):
     def __init__(self):
         self.start_step: int | None = None
         self.start_state: dict[str, torch.Tensor] = {}
+        self.validated_state: dict[str, torch.Tensor] = {}  # the weights a trainer.validate scored
         self.batches = 0
         FitProbe.made.append(self)
 
     def on_train_start(self, trainer, pl_module) -> None:  # after a resumed fit has restored its checkpoint
         self.start_step = trainer.global_step
-        self.start_state = {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()}
+        self.start_state = weights(pl_module)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if trainer.state.fn == TrainerFn.VALIDATING:
+            self.validated_state = weights(pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.batches += 1
@@ -58,11 +70,40 @@ class FitProbe(L.Callback):
 FIT_PROBE = "+callbacks.fit_probe._target_=helpers.training.FitProbe"
 
 
-def compose_config(overrides: list[str], output_dir: Path | None = None) -> DictConfig:
+class BatchLog(L.Callback):
+    """What one rank trained on, written to <folder>/rank<global rank>.json when its fit ends: the
+    global step, and per training batch (after its transfer and device augmentation) the image's
+    shape and sum and the draws' seeds. For processes of their own, which a test cannot probe; a
+    run takes it with the overrides in batch_log(folder)."""
+
+    def __init__(self, folder: str):
+        self.folder = Path(folder)
+        self.batches: list[dict] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.batches.append({"shape": list(batch["image"].shape), "sum": float(batch["image"].double().sum()),
+                             "seeds": batch["seed"].tolist() if "seed" in batch else []})
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = {"global_step": trainer.global_step, "batches": self.batches}
+        (self.folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(log))
+
+
+def batch_log(folder: Path) -> list[str]:
+    return ["+callbacks.batch_log._target_=helpers.training.BatchLog", f"+callbacks.batch_log.folder={folder}"]
+
+
+def read_batch_logs(folder: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("rank*.json"))]
+
+
+def compose_config(overrides: list[str], output_dir: Path | None = None, name: str = "config") -> DictConfig:
+    """conf/<name>.yaml (training's by default) with these overrides, as its command composes it."""
     register_resolvers()
     extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides + extra)
+        return compose(config_name=name, overrides=overrides + extra)
 
 
 def tiny_overrides(spatial_dims: int = 2) -> list[str]:

@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from helpers.commands import installed_command, run_command
-from helpers.training import train_tiny_task
+from helpers.training import compose_config, train_tiny_task
 from segnet.data.phantom import save_nifti
-from segnet.errors import ConfigError, DatasetError
+from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
+from segnet.inference.api import predict
 from segnet.inference.predictor import find_cases
 
 
@@ -153,3 +154,18 @@ def test_a_lying_scan_among_the_inputs_stops_prediction_before_anything_is_writt
     assert lines[-2] == "error: 1 input scan(s) cannot be predicted, nothing was written:"
     assert lines[-1] == f"{images / 'empty.nii.gz'}: an empty file"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.slow
+def test_a_scan_cut_short_is_one_line_naming_it(trained, tmp_path):
+    root, run = trained
+    images = tmp_path / "images"
+    images.mkdir()
+    whole = (root / "imagesTr" / "case_000.nii.gz").read_bytes()
+    (images / "cut.nii.gz").write_bytes(whole[: len(whole) // 3])  # its header intact, its stream ended early
+    cfg = compose_config([f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}", f"output={tmp_path / 'out'}",
+                          "op=cpp"], tmp_path / "hydra", name="predict")
+    with pytest.raises(SystemExit) as stopped, user_errors_as_one_line():  # as segnet-predict runs it
+        predict(cfg)
+    assert stopped.value.code == (f"error: {images / 'cut.nii.gz'}: cannot be read (EOFError: Compressed file ended "
+                                  "before the end-of-stream marker was reached: the file ends early (truncated))")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,19 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from helpers import ROOT
-from helpers.training import FIT_PROBE, FitProbe, compose_config, run_train_script, tiny_overrides
+from helpers.data import write_decathlon
+from helpers.training import (
+    FIT_PROBE,
+    TINY_MODEL,
+    TINY_TRAINER,
+    FitProbe,
+    batch_log,
+    compose_config,
+    read_batch_logs,
+    run_train_script,
+    tiny_overrides,
+)
+from segnet.errors import ConfigError
 from segnet.files import atomic_path, remove_temporaries, write_text
 from segnet.training.api import train
 from segnet.training.checkpoints import AtomicCheckpointIO
@@ -226,3 +239,80 @@ def test_a_preempted_run_saves_at_sigterm_and_the_same_command_resumes(tmp_path)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["resumed_from"] == str(last) and metrics["global_step"] == total
     assert checkpoint(last)["global_step"] == total
+
+
+def tiny_dataset_run(root, *overrides: str) -> list[str]:
+    """A tiny 2D training on a dataset folder: 2 batches of 2 volumes per epoch, no workers."""
+    return ["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "data.spatial_dims=2",
+            "data.patch_size=[16,16]", "data.batch_size=2", "data.steps_per_epoch=2", "op=cpp", *TINY_MODEL,
+            *TINY_TRAINER, *overrides]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("augment_on,stop", [
+    ("workers", ["trainer.max_epochs=1"]),  # at an epoch's end
+    ("device", ["trainer.max_epochs=2", "trainer.max_steps=3", "callbacks.last_checkpoint.every_n_train_steps=3"]),
+])  # ... or in the middle of the second epoch, as a preemption's checkpoint is
+def test_a_resumed_run_draws_on_instead_of_again(tmp_path, augment_on, stop):
+    # MONAI's DataLoader once rewound torch's generator when num_workers=0: a resumed epoch was epoch 0
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    common = [f"data.augment_on={augment_on}", "optim.schedule_steps=4"]
+    train(compose_config(tiny_dataset_run(root, *common, "trainer.max_epochs=2", *batch_log(tmp_path / "whole")),
+                         output_dir=tmp_path / "whole"))
+    taken = train(compose_config(tiny_dataset_run(root, *common, *stop), output_dir=tmp_path / "parts"))["global_step"]
+    resumed = tiny_dataset_run(root, *common, "trainer.max_epochs=2", *batch_log(tmp_path / "resumed"),
+                               f"ckpt_path={tmp_path / 'parts' / 'checkpoints' / 'last.ckpt'}")
+    train(compose_config(resumed, output_dir=tmp_path / "parts"))
+    ((whole,), (rest,)) = (read_batch_logs(tmp_path / f) for f in ("whole", "resumed"))
+    assert len(whole["batches"]) == 4 and rest["global_step"] == 4 and taken == (3 if augment_on == "device" else 2)
+    assert rest["batches"] == whole["batches"][taken:]  # the crops and augmentation that came next, bit for bit
+    assert rest["batches"] != whole["batches"][: 4 - taken]
+
+
+def test_auto_resumes_only_a_checkpoint_of_the_same_run(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    run = tmp_path / "run"
+    train(compose_config(tiny_dataset_run(root, "data.fold=0"), output_dir=run))
+    recorded = {name: (run / name).read_text() for name in ("plans.json", "splits.json")}
+    with pytest.raises(ConfigError, match=r"another configuration \(data\.fold: 0 there, 1 now\).*new "
+                                          r"hydra\.run\.dir, or ckpt_path=null"):
+        train(compose_config(tiny_dataset_run(root, "data.fold=1"), output_dir=run))  # a reused run folder
+    assert {name: (run / name).read_text() for name in recorded} == recorded  # nothing written over
+    FitProbe.made.clear()
+    metrics = train(compose_config(tiny_dataset_run(root, "data.fold=1", "ckpt_path=null", FIT_PROBE),
+                                   output_dir=run))
+    assert FitProbe.made[0].start_step == 0 and metrics["resumed_from"] is None  # afresh, as asked
+    assert json.loads((run / "splits.json").read_text())["fold"] == 1
+
+
+def slurm_job(monkeypatch) -> None:
+    """This process as the one task of a SLURM job (what Lightning's SLURMEnvironment detects)."""
+    for name, value in {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_PROCID": "0",
+                        "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NNODES": "1", "SLURM_JOB_ID": "4242",
+                        "SLURM_JOB_NAME": "segnet-test", "SLURM_NODELIST": "127.0.0.1"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_under_slurm_the_final_validation_scores_the_final_weights(tmp_path, monkeypatch):
+    slurm_job(monkeypatch)
+    run(tmp_path, ["trainer.max_epochs=1"])
+    preempted = tmp_path / "hpc_ckpt_1.ckpt"  # as Lightning's requeue writes it at SLURM's warning signal
+    shutil.copy(tmp_path / "checkpoints" / "last.ckpt", preempted)
+    FitProbe.made.clear()
+    metrics = run(tmp_path, ["trainer.max_epochs=2", f"optim.schedule_steps={2 * STEPS_PER_EPOCH}", FIT_PROBE])
+    assert metrics["resumed_from"] == str(preempted) and metrics["global_step"] == 2 * STEPS_PER_EPOCH
+    final = checkpoint(tmp_path / "checkpoints" / "last.ckpt")["state_dict"]
+    scored = FitProbe.made[0].validated_state
+    assert scored.keys() == final.keys() and all(torch.equal(scored[k], final[k]) for k in final)
+    assert not all(torch.equal(scored[k], checkpoint(preempted)["state_dict"][k]) for k in final)
+    with pytest.raises(ConfigError, match=r"ckpt_path=null, but .* holds hpc_ckpt_1\.ckpt .*ckpt_path=auto"):
+        run(tmp_path, ["ckpt_path=null"])  # Lightning would resume it by itself
+
+
+def test_a_fit_that_never_validated_keeps_its_final_weights_as_best(tmp_path):
+    metrics = run(tmp_path, ["trainer.max_epochs=2", "trainer.check_val_every_n_epoch=5"])
+    best, last = (checkpoint(tmp_path / "checkpoints" / f"{name}.ckpt") for name in ("best", "last"))
+    assert metrics["best_val_dice_mean"] == metrics["val_dice_mean"] > 0
+    assert metrics["checkpoints"]["best"] == str(tmp_path / "checkpoints" / "best.ckpt")
+    assert best["global_step"] == last["global_step"] == metrics["global_step"]
+    assert all(torch.equal(best["state_dict"][k], last["state_dict"][k]) for k in last["state_dict"])
