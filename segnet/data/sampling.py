@@ -104,10 +104,10 @@ def validation_sampler(dataset: Dataset, rank: int, world: int) -> DistributedSa
     return DistributedSampler(dataset, world, rank, shuffle=False) if world > 1 else None
 
 
-def fit_position(module) -> tuple[int, int, Callable[[], int]]:
+def fit_position(datamodule) -> tuple[int, int, Callable[[], int]]:
     """(rank, world size, batches taken so far) of the fit a data module serves; one process at
     the start without a trainer."""
-    trainer = module.trainer
+    trainer = datamodule.trainer
     if trainer is None:
         return 0, 1, lambda: 0
     return trainer.global_rank, trainer.world_size, lambda: trainer.fit_loop.epoch_loop.batch_progress.total.ready
