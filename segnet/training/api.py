@@ -180,7 +180,7 @@ def keep_as_best(trainer: L.Trainer, checkpoint, score: float | None) -> None:
         return
     path = checkpoint.format_checkpoint_name({})
     checkpoint.best_model_score, checkpoint.best_model_path = torch.tensor(score), path
-    trainer.save_checkpoint(path)
+    trainer.save_checkpoint(path, weights_only=False)  # whole, as ModelCheckpoint writes best.ckpt
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
