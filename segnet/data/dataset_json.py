@@ -27,6 +27,11 @@ class Case:
     images: tuple[str, ...]  # one file holding all channels, or one file per channel
     label: str | None
 
+    @property
+    def files(self) -> list[str]:
+        """The case's images, then its label if it has one."""
+        return [*self.images, *([self.label] if self.label else [])]
+
 
 def case_seed(name: str) -> int:
     """A seed of the case's own, from its name: what is sampled of one case (its foreground voxels,

@@ -74,18 +74,14 @@ def is_unchanged(stamp: dict[str, Any]) -> bool:
     return same and ("sha256" not in stamp or file_digest(stamp["path"]) == stamp["sha256"])
 
 
-def case_sources(case: Case) -> list[str]:
-    return [*case.images, *([case.label] if case.label else [])]
-
-
 def case_stamps(case: Case) -> list[dict[str, Any]]:
     """The stamp of each source file of a case, taken before the files are read."""
-    return [source_stamp(path) for path in case_sources(case)]
+    return [source_stamp(path) for path in case.files]
 
 
 def case_unchanged(case: Case, stamps: Sequence[dict[str, Any]]) -> bool:
     """Whether `stamps` were taken of this case's files as they are now."""
-    return [s["path"] for s in stamps] == case_sources(case) and all(map(is_unchanged, stamps))
+    return [s["path"] for s in stamps] == case.files and all(map(is_unchanged, stamps))
 
 
 @functools.cache

@@ -37,7 +37,7 @@ def load_models(cfg: DictConfig) -> list:
 def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str = "predicted") -> None:
     """Every input scan's (and label's) header, before anything is read or written: one line per
     bad file."""
-    problems = [problem for case in cases for path in (*case.images, *filter(None, [case.label]))
+    problems = [problem for case in cases for path in case.files
                 if (problem := header_problem(path, max_voxels, channels if case.images == (path,) else None))]
     if problems:
         raise DatasetError(f"{len(problems)} input scan(s) cannot be {task}, nothing was written:\n"

@@ -34,7 +34,7 @@ def read_case(case: Case, load: LoadImage, max_voxels: int = MAX_VOXELS, channel
     """Every file of a case as the loader reads it, by path, or why one cannot be read (its header
     checked first: nothing is allocated from a header that lies)."""
     loaded = {}
-    for path in [*case.images, *([case.label] if case.label else [])]:
+    for path in case.files:
         problem = header_problem(path, max_voxels, channels if case.images == (path,) else None)
         if problem:
             return problem
