@@ -1,7 +1,6 @@
 """The edge-enhancement op with python, cpp and cuda backends (its contract: docs/edge-op.md)."""
 
-from .functional import BACKENDS, edge_enhance, resolve_backend
-from .functional import load_compiled as load_library
+from .functional import BACKENDS, edge_enhance, load_compiled, resolve_backend
 from .library import OpsBuildError
 from .module import EdgeEnhance
 from .reference import INDUCTOR_OPTIONS, edge_enhance_reference, edge_magnitude
@@ -14,6 +13,6 @@ __all__ = [
     "edge_enhance",
     "edge_enhance_reference",
     "edge_magnitude",
-    "load_library",
+    "load_compiled",
     "resolve_backend",
 ]

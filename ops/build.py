@@ -5,7 +5,7 @@
 
 For CI and cluster login nodes: later runs find the build in the cache and start at once.
 --cuda builds the CUDA library too, which needs nvcc and a CUDA build of torch but no GPU. A
-wheel built with the op (ops/build_backend.py) ships the libraries, and --info says whether
+wheel built with the op (setup.py) ships the libraries, and --info says whether
 this torch may load them.
 """
 
@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from .library import OpsBuildError, build_cuda_library, cache_root, load_cpu_library, where_from
+from .library import OpsBuildError, build_cuda_library, cache_root, load, where_from
 
 
 def info() -> int:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return info()
     print(f"build cache: {cache_root()}")
     try:
-        built = [load_cpu_library()]
+        built = [load("cpu")]
         if args.cuda:
             built.append(build_cuda_library())
     except OpsBuildError as error:

@@ -24,13 +24,11 @@ def check_backend_name(backend: str) -> None:
 
 
 def load_compiled(device_type: str) -> None:
-    """Build/load the compiled library for a device type; raises library.OpsBuildError."""
+    """Load (building it if need be) the compiled op for a device type, and its autograd and
+    fake-tensor parts; raises library.OpsBuildError."""
     if device_type in _compiled_ready:
         return
-    if device_type == "cuda":
-        library.load_cuda_library()
-    else:
-        library.load_cpu_library()
+    library.load("cuda" if device_type == "cuda" else "cpu")
     register_python_parts()
     _compiled_ready.add(device_type)
 

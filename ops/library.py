@@ -152,7 +152,7 @@ def _cpp_extension():
     return cpp_extension
 
 
-def _pip_cuda_includes() -> list[str]:
+def pip_cuda_includes() -> list[str]:
     """The CUDA headers of torch's pip dependencies (ATen's CUDA headers include cusparse.h)."""
     try:
         import nvidia
@@ -256,12 +256,15 @@ def where_from(kind: str) -> tuple[str, Path, str]:
 
 
 @functools.cache
-def load_cpu_library() -> BuiltLibrary:
-    """Load the CPU library: the shipped one, else the JIT cache's, else a JIT build; idempotent
-    within a process."""
-    shipped = _load_shipped("cpu", "segnet_ops_cpu")
-    if shipped is not None:
-        return shipped
+def load(kind: str) -> BuiltLibrary:
+    """Load the "cpu" or "cuda" library: the shipped one, else the JIT cache's, else a JIT build;
+    idempotent within a process. The CUDA one needs a visible GPU."""
+    if kind == "cuda":
+        return _load_cuda()
+    return _load_shipped("cpu", "segnet_ops_cpu") or _build_cpu()
+
+
+def _build_cpu() -> BuiltLibrary:
     flags = jit_flags("cpu")
     return _build(
         "segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), extra_ldflags=["-fopenmp"], with_cuda=False
@@ -270,26 +273,23 @@ def load_cpu_library() -> BuiltLibrary:
 
 def build_cuda_library() -> BuiltLibrary:
     """Build and load the CUDA library; needs nvcc and a CUDA build of torch, not a GPU."""
-    load_cpu_library()  # owns the schemas the CUDA kernels register against
+    load("cpu")  # owns the schemas the CUDA kernels register against
     flags = jit_flags("cuda")
     return _build(
         "segnet_ops_cuda",
         CUDA_SOURCES,
         flags,
         extra_cuda_cflags=list(CUDA_FLAGS),  # the library is one .cu file: no host-compiler sources
-        extra_include_paths=_pip_cuda_includes(),
+        extra_include_paths=pip_cuda_includes(),
         with_cuda=True,
     )
 
 
-@functools.cache
-def load_cuda_library() -> BuiltLibrary:
-    """Load the CUDA library on a machine with a GPU: the shipped one, else the JIT cache's, else
-    a JIT build."""
+def _load_cuda() -> BuiltLibrary:
     if not torch.cuda.is_available():
         raise OpsBuildError(
             "The CUDA backend needs a visible GPU and none is (torch.cuda.is_available() is False): "
             "use op.backend=cpp or op.backend=auto on this machine."
         )
-    load_cpu_library()  # owns the schemas the CUDA kernels register against
+    load("cpu")  # owns the schemas the CUDA kernels register against
     return _load_shipped("cuda", "segnet_ops_cuda") or build_cuda_library()

@@ -1,6 +1,6 @@
 """Op libraries built into a wheel, and whether this process may load them.
 
-A wheel built with the op (ops/build_backend.py) carries ops/_lib/: the libraries and
+A wheel built with the op (setup.py) carries ops/_lib/: the libraries and
 build_info.json, what they were built against. C++ libraries against torch's C++ API have no
 stable ABI: a library built for another torch (or CUDA) version may load and then crash, so it
 is never loaded; the reason is one line, and the caller falls back to the JIT cache or a JIT

@@ -46,7 +46,7 @@ def main() -> int:
 
     times["import_torch_and_ops"] = time.perf_counter() - start
     start = time.perf_counter()
-    ops.load_library(metadata["device"])
+    ops.load_compiled(metadata["device"])
     times["load_op_library"] = time.perf_counter() - start
     start = time.perf_counter()
     if metadata["format"] == "aoti":

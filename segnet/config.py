@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from segnet.data.dataset_json import describe_dataset
 
-# Inside the package in a wheel (ops/build_backend.py puts it there), beside it in a checkout.
+# Inside the package in a wheel (setup.py puts it there), beside it in a checkout.
 _PACKAGED_CONF = Path(__file__).resolve().parent / "conf"
 CONF = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else Path(__file__).resolve().parent.parent / "conf"
 

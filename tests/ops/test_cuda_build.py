@@ -52,7 +52,7 @@ def test_cuda_build_without_nvcc_says_what_is_missing(tmp_path):
 def test_cuda_backend_without_gpu_is_refused_with_a_reason():
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
-    from ops.library import OpsBuildError, load_cuda_library
+    from ops.library import OpsBuildError, load
 
     with pytest.raises(OpsBuildError, match="needs a visible GPU"):
-        load_cuda_library()
+        load("cuda")
