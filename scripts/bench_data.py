@@ -11,7 +11,7 @@ not measured. Each case count gets a dataset folder of links to the first N case
 folder of its own, --work/cache-<shape>/<N>, emptied at every run (a full run keeps about
 0.7 GB of cases and 3.5 GB of caches there). --quick: 2 and 4 cases of 96^3, crops of 64^3 and 96 x 96.
 
-The DataModule is DecathlonDataModule as training builds it for these cases: 3D, patch
+The DataModule is FolderDataModule as training builds it for these cases: 3D, patch
 128^3, RAS, spacing 1 mm (the cases' own: resampling is a no-op), normalization null (z-score
 over the head), 2 volumes x 2 crops per batch, fold 0 of min(5, N) folds, data.cache_dir in
 --work. Every setup runs in a fresh interpreter. Files read come from the OS page cache where
@@ -79,13 +79,13 @@ from monai.data import CacheDataset
 from torch.utils.data import Dataset
 
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.decathlon import DecathlonDataModule
 from segnet.data.derived import cache_root
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.phantom import affine_for, write_case, write_dataset_json
 from segnet.data.transforms import case_dicts, train_transforms
 from segnet.planning.record import dataset_fingerprint
 from segnet.preprocessing.cache import cache_folder, loading_plan
+from segnet.training.folder_data import FolderDataModule
 
 CLASS_NAMES = ("background", "structure_1", "structure_2", "structure_3")
 GEOMETRY = {"orientation": "RAS", "spacing": [1.0, 1.0, 1.0], "normalization": None}
@@ -205,15 +205,15 @@ def in_fresh_process(function: Callable, *args):
 
 
 def data_module(root: Path, count: int, cache_dir: Path, patch: Sequence[int], preprocessed: bool = True,
-                augment_on: str = "workers") -> DecathlonDataModule:
-    return DecathlonDataModule(
+                augment_on: str = "workers") -> FolderDataModule:
+    return FolderDataModule(
         str(root), spatial_dims=len(patch), patch_size=list(patch), num_folds=min(5, count), samples_per_volume=2,
         batch_size=2, num_workers=0, preprocessed=preprocessed, cache_dir=str(cache_dir), augment_on=augment_on,
         **GEOMETRY,
     )
 
 
-def timed_setup(module: DecathlonDataModule) -> dict[str, float]:
+def timed_setup(module: FolderDataModule) -> dict[str, float]:
     """Wall seconds and VmRSS added (MiB) by prepare_data() + setup("fit")."""
     before, start = rss_mib(), time.perf_counter()
     module.prepare_data()
@@ -237,7 +237,7 @@ class WithWorkerMemory(Dataset):
         return [{**crop, **memory} for crop in crops]
 
 
-def worker_memory(module: DecathlonDataModule, batches: int) -> dict[str, float]:
+def worker_memory(module: FolderDataModule, batches: int) -> dict[str, float]:
     """The most resident and private memory (MiB) of the one DataLoader worker over `batches`
     training batches."""
     module.num_workers, module.steps_per_epoch = 1, batches
@@ -283,13 +283,13 @@ def crop_rows(dataset: Dataset, path: str, setting: str, preset: Preset) -> list
             Row("crop CPU per sample", path, setting, "", cpu, "s")]
 
 
-def old_chain(module: DecathlonDataModule) -> CacheDataset:
+def old_chain(module: FolderDataModule) -> CacheDataset:
     """The old path's training dataset over the first case alone: in memory, train_transforms per item."""
     chain = train_transforms(module.patch_size, module.spatial_dims, module.samples_per_volume, **module.geometry)
     return CacheDataset(case_dicts(module.description.labelled[:1]), chain, num_workers=1, progress=False)
 
 
-def batch_augmentation_rows(module: DecathlonDataModule, crops: Dataset, setting: str, preset: Preset) -> list[Row]:
+def batch_augmentation_rows(module: FolderDataModule, crops: Dataset, setting: str, preset: Preset) -> list[Row]:
     """Seconds and CPU seconds of BatchAugmentation per batch of the crops of one item of `crops`."""
     batch = crops[0]
     image, label = torch.stack([c["image"] for c in batch]), torch.stack([c["label"] for c in batch])

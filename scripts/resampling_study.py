@@ -21,7 +21,7 @@ from segnet.config import CONF, register_resolvers
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.phantom import write_phantom_dataset
 from segnet.evaluation.evaluator import Evaluator, summarize
-from segnet.inference.loading import load_module
+from segnet.inference.loading import load_checkpoint
 from segnet.training.api import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,20 +37,20 @@ def train_and_score(out: Path, train_root: Path, eval_roots: dict[str, Path], re
                     ) -> dict[str, float]:
     run = out / f"resample_{str(resample).lower()}"
     overrides = [
-        "data=decathlon", f"data.root={train_root}", "data.spatial_dims=2", "data.fold=all",
+        "data=folder", f"data.root={train_root}", "data.spatial_dims=2", "data.fold=all",
         f"data.resample={resample}", "data.patch_size=[48,48]", "data.batch_size=4", "data.num_workers=0",
         f"data.steps_per_epoch={steps}", "trainer=cpu", "trainer.max_epochs=1", "trainer.enable_model_summary=false",
         "callbacks.progress_bar.refresh_rate=0",
         f"paths.output_dir={run}",
     ]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        train(compose(config_name="config", overrides=overrides))
-    module = load_module(run / "checkpoints" / "last.ckpt", backend="cpp")
+        train(compose(config_name="train", overrides=overrides))
+    model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
     scores = {}
     for name, root in eval_roots.items():
         description = describe_dataset(str(root))
-        results = Evaluator(module, run / f"eval_{root.name}").run(list(description.training))
-        scores[name] = summarize(results, list(module.hparams.data["class_names"]))["foreground_mean"]["Dice"]
+        results = Evaluator(model, run / f"eval_{root.name}").run(list(description.training))
+        scores[name] = summarize(results, list(model.data["class_names"]))["foreground_mean"]["Dice"]
     return scores
 
 

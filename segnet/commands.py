@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import hydra
@@ -15,20 +16,32 @@ from segnet.config import CONF, register_resolvers
 from segnet.errors import user_errors_as_one_line
 
 
+@dataclass(frozen=True)
+class Command:
+    """An installed command: Hydra's main over conf/<config_name>.yaml, after `rewrite` has mapped
+    each command-line argument to what Hydra should see."""
+
+    config_name: str
+    run: Callable[[], Any]
+    rewrite: Callable[[str], str] = str
+
+    def overrides(self, arguments: list[str]) -> list[str]:
+        return [self.rewrite(argument) for argument in arguments]
+
+    def __call__(self) -> Any:
+        register_resolvers()
+        sys.argv = [sys.argv[0], *self.overrides(sys.argv[1:])]
+        return self.run()
+
+
 def hydra_command(config_name: str, work: Callable[[DictConfig], Any],
-                  rewrite: Callable[[str], str] | None = None) -> Callable[[], Any]:
-    """The entry point that runs `work` on the composed `config_name`; `rewrite` maps each
-    command-line argument to what Hydra should see."""
+                  rewrite: Callable[[str], str] = str) -> Command:
+    """The command that runs `work` on the composed `config_name`, with errors a user can fix in
+    one line."""
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
         with user_errors_as_one_line():
             return work(cfg)
 
-    def main() -> Any:
-        register_resolvers()
-        if rewrite is not None:
-            sys.argv = [sys.argv[0], *map(rewrite, sys.argv[1:])]
-        return run()
-
-    return main
+    return Command(config_name, run, rewrite)

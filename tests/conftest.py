@@ -13,7 +13,7 @@ from ops.functional import load_compiled
 
 @pytest.fixture(scope="session", autouse=True)
 def preprocessed_cache(tmp_path_factory):
-    """Every run's preprocessed cache (segnet.preprocessing) in the session's temporary folder,
+    """Every run's preprocessed cache (segnet.preprocessing) in the test run's temporary folder,
     for subprocesses too, not in the user's ~/.cache."""
     folder = tmp_path_factory.mktemp("preprocessed")
     previous = os.environ.get("SEGNET_PREPROCESSED")
@@ -27,7 +27,7 @@ def preprocessed_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cpu_library():
-    """The compiled CPU library, built once per test session."""
+    """The compiled CPU library, built once per test run."""
     load_compiled("cpu")
     return torch.ops.segnet_ops
 

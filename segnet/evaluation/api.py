@@ -22,16 +22,16 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if OmegaConf.is_missing(cfg.data, "root"):
         raise ConfigError("data.root is required: point it at the dataset folder (dataset.json, imagesTr, labelsTr)")
     description = describe_dataset(str(cfg.data.root))
-    module = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
-    check_compatible(module, description)
+    model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
+    check_compatible(model, description)
     run_splits = checkpoint.resolve().parent.parent / "splits.json"  # <run>/checkpoints/<name>.ckpt
-    cases = select_cases(description, cfg.data.split, module.hparams.data, run_splits)
+    cases = select_cases(description, cfg.data.split, model.data, run_splits)
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
     output_dir = Path(cfg.paths.output_dir)
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
-             description.root, module.hparams.backend, cfg.tta)
-    results = Evaluator(module, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm)).run(cases)
-    summary = summarize(results, list(module.hparams.data["class_names"]))
+             description.root, model.backend, cfg.tta)
+    results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm)).run(cases)
+    summary = summarize(results, list(model.data["class_names"]))
     write_reports(summary, output_dir)
     log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports in %s", summary["foreground_mean"]["Dice"],
              summary["foreground_mean"]["HD95"], output_dir)

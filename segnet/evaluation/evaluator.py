@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -25,11 +25,9 @@ from segnet.data.headers import read_problem
 from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
+from segnet.inference.model import TrainedModel
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
-
-if TYPE_CHECKING:  # the checkpoint's model class, which inference loads
-    from segnet.training.module import SegmentationModule
 
 SPLITS = ("validation", "test", "all")
 
@@ -53,8 +51,8 @@ def select_cases(
                              data_hparams.get("split_seed", 12345)).val)
 
 
-def check_compatible(module: SegmentationModule, description: DatasetDescription) -> None:
-    data = module.hparams.data
+def check_compatible(model: TrainedModel, description: DatasetDescription) -> None:
+    data = model.data
     if data["in_channels"] != description.in_channels or data["num_classes"] != description.num_classes:
         raise ConfigError(
             f"the checkpoint expects {data['in_channels']} channel(s) and {data['num_classes']} classes, but "
@@ -104,9 +102,9 @@ def score_case(
 class Evaluator(PredictionWriter):
     """Predictions (predictions/<case>.nii.gz in output_dir) scored against each case's label."""
 
-    def __init__(self, module: SegmentationModule | list[SegmentationModule], output_dir: Path, tta: bool = False,
+    def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
                  nsd_tolerance_mm: float = NSD_TOLERANCE_MM):
-        super().__init__(Predictor(module if isinstance(module, list) else [module], tta), output_dir / "predictions")
+        super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions")
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
 

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from ops import standalone
 from segnet.errors import ConfigError
-from segnet.export.exporter import FORMATS, export_module, metadata_path
+from segnet.export.exporter import FORMATS, export_model, metadata_path
 from segnet.inference.loading import load_for_inference, one_checkpoint
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,9 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     if cfg.device == "auto":
         raise ConfigError("device=auto: name the device the package will run on, device=cpu or device=cuda")
     # The fused op for that device: the export keeps it as one segnet_ops.edge_enhance node.
-    module = load_for_inference(checkpoint, cfg.device, "cuda" if cfg.device == "cuda" else "cpp")
+    model = load_for_inference(checkpoint, cfg.device, "cuda" if cfg.device == "cuda" else "cpp")
     output = Path(cfg.output)
-    metadata = export_module(module, output, cfg.format, module.device)
+    metadata = export_model(model, output, cfg.format)
     log.info("%s for %s in %s (export %.1f s, packaging %.1f s; %d edge op node(s)); prediction settings in %s",
              cfg.format, cfg.device, output, metadata["seconds"]["export"], metadata["seconds"]["package"],
              metadata["edge_op_nodes"], metadata_path(output))

@@ -8,7 +8,7 @@ running the export needs torch and the segnet op library (the `ops` package and 
 library), nothing from segnet/, Hydra, Lightning or MONAI:
 
     import ops, torch
-    ops.load_library("cpu")                               # or "cuda"
+    ops.load_compiled("cpu")                              # or "cuda"
     net = torch._inductor.aoti_load_package("model.pt2")  # format=aoti
     net = torch.export.load("model.pt2").module()         # format=exported_program
 
@@ -27,17 +27,18 @@ import torch
 
 from segnet.files import atomic_path, write_json
 from segnet.inference.exported import metadata_path
-from segnet.training.module import SegmentationModule
+from segnet.inference.model import TrainedModel
 
 FORMATS = ("aoti", "exported_program")
 MAX_BATCH = 256
 MAX_SIDE = 4096  # voxels per spatial axis the exported program accepts
 
 
-def export_module(module: SegmentationModule, output: Path, export_format: str, device: torch.device) -> dict[str, Any]:
-    """Writes the package and its model.json; returns the metadata with the times it took."""
-    net = module.net.eval().to(device)
-    data = dict(module.hparams.data)
+def export_model(model: TrainedModel, output: Path, export_format: str) -> dict[str, Any]:
+    """Writes the package of a checkpoint's network (on its device) and its model.json; returns the
+    metadata with the times it took."""
+    net, device = model.net, model.device
+    data = dict(model.data)
     stride = net.downsampling
     dims = int(data["spatial_dims"])
     example = torch.zeros(2, int(data["in_channels"]), *[2 * stride] * dims, device=device)
@@ -64,7 +65,7 @@ def export_module(module: SegmentationModule, output: Path, export_format: str, 
         "input": {"channels": int(data["in_channels"]), "spatial_dims": dims, "multiple_of": stride,
                   "min_side": 2 * stride, "max_side": MAX_SIDE, "max_batch": MAX_BATCH, "dtype": "float32"},
         "data": data,
-        "inference": dict(module.hparams.inference),
+        "inference": dict(model.inference),
         "seconds": {"export": export_seconds, "package": time.perf_counter() - start},
     }
     write_json(metadata_path(output), metadata)

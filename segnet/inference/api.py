@@ -12,15 +12,16 @@ from segnet.data.dataset_json import Case
 from segnet.data.headers import header_problem
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import remove_temporaries
-from segnet.inference.exported import ExportedModel
+from segnet.inference.exported import load_exported
 from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference
+from segnet.inference.model import TrainedModel
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
 
 
-def load_models(cfg: DictConfig) -> list:
+def load_models(cfg: DictConfig) -> list[TrainedModel]:
     """The checkpoints (ckpt_path=) or exported packages (model=) to predict with: one, or several
     for an ensemble."""
     given = [key for key in ("ckpt_path", "exported") if cfg.get(key) is not None]
@@ -30,7 +31,7 @@ def load_models(cfg: DictConfig) -> list:
     if given == ["exported"]:
         device = inference_device(cfg.device)
         paths = checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
-        return [ExportedModel(path, device) for path in paths]
+        return [load_exported(path, device) for path in paths]
     return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
 
 

@@ -1,5 +1,6 @@
-"""Models to predict with: a training checkpoint, loaded safely, or an exported package, on the
-device the user asks for with the op backend that runs there.
+"""Models to predict with: a training checkpoint, loaded safely, on the device the user asks for
+with the op backend that runs there. The network is rebuilt from the checkpoint's own settings
+(segnet.model), so loading needs no training code.
 
 Every checkpoint segnet reads goes through torch's weights-only unpickler (`weights_only=True`),
 so opening a checkpoint from elsewhere cannot run code. One that holds anything else (a pickled
@@ -18,6 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import ops
 from segnet.errors import ConfigError
+from segnet.inference.model import TrainedModel
+from segnet.model.network import build_network
 
 
 class CheckpointError(ConfigError):
@@ -25,6 +28,7 @@ class CheckpointError(ConfigError):
 
 
 BEST = "a training run's checkpoints/best.ckpt"
+NET = "net."  # the training module's name for the network: its weights' prefix in a checkpoint
 
 
 def checkpoint_paths(cfg: DictConfig, key: str = "ckpt_path", shown_as: str | None = None,
@@ -66,12 +70,25 @@ def refusing_unsafe(path: str | Path) -> Iterator[None]:
         ) from None
 
 
-def load_module(path: str | Path, **kwargs):
-    """SegmentationModule.load_from_checkpoint, weights-only."""
-    from segnet.training.module import SegmentationModule
-
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backend: str = "auto") -> TrainedModel:
+    """A training checkpoint's network, rebuilt from the hyperparameters it holds (segnet's
+    training saves them all) with the op on `backend`, its weights loaded, on `device`."""
+    device = torch.device(device)
     with refusing_unsafe(path):
-        return SegmentationModule.load_from_checkpoint(path, weights_only=True, **kwargs)
+        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not hparams or "model" not in hparams or "state_dict" not in checkpoint:
+        raise CheckpointError(f"{path} is not a checkpoint of segnet's training (it lacks the hyperparameters "
+                              "and weights it saves): use a run's checkpoints/best.ckpt or last.ckpt")
+    net = build_network(hparams["model"], backend)
+    weights = {name.removeprefix(NET): value for name, value in checkpoint["state_dict"].items()
+               if name.startswith(NET)}
+    try:
+        net.load_state_dict(weights)
+    except RuntimeError as error:
+        raise CheckpointError(f"{path}'s weights do not fit the network its settings describe: {error}") from None
+    return TrainedModel(net.to(device).eval(), dict(hparams["data"]), dict(hparams["inference"]), device,
+                        hparams.get("precision", "32-true"), backend)
 
 
 def inference_device(requested: str) -> torch.device:
@@ -84,11 +101,11 @@ def inference_device(requested: str) -> torch.device:
     return torch.device(requested)
 
 
-def load_for_inference(checkpoint: Path, device_name: str, backend_name: str):
+def load_for_inference(checkpoint: Path, device_name: str, backend_name: str) -> TrainedModel:
     """A checkpoint's model on the requested device, with the op backend that runs there."""
     device = inference_device(device_name)
     try:
         backend = ops.resolve_backend(backend_name, device)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return load_module(checkpoint, map_location=device, backend=backend, compile=False)
+    return load_checkpoint(checkpoint, device, backend)

@@ -14,7 +14,6 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import nibabel as nib
 import numpy as np
@@ -26,10 +25,8 @@ from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
+from segnet.inference.model import TrainedModel
 from segnet.inference.windows import plain, predict_with_flips, training_autocast
-
-if TYPE_CHECKING:  # a checkpoint's model class; inference needs it only to load one (loading.py)
-    from segnet.training.module import SegmentationModule
 
 log = logging.getLogger(__name__)
 CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
@@ -71,10 +68,10 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
 class Predictor:
     """Class probabilities of one image from one model or the mean of several."""
 
-    def __init__(self, modules: list[SegmentationModule], tta: bool = False):
-        first = modules[0].hparams.data
-        for module in modules[1:]:
-            other = module.hparams.data
+    def __init__(self, models: list[TrainedModel], tta: bool = False):
+        first = models[0].data
+        for model in models[1:]:
+            other = model.data
             for key in ("class_names", "in_channels", "spatial_dims", "normalization", "orientation", "spacing"):
                 if other.get(key) != first.get(key):
                     raise ConfigError(
@@ -82,7 +79,7 @@ class Predictor:
                         f"{other.get(key)}; "
                         "ensemble models trained on the same dataset and plan"
                     )
-        self.modules = [m.eval() for m in modules]
+        self.models = models
         self.tta = tta
         self.class_names = list(first["class_names"])
         self.in_channels = int(first["in_channels"])
@@ -100,16 +97,16 @@ class Predictor:
         # The model's own spatial axes: a 2D model on a volume predicts slice by slice along the
         # last axis, so flipping that axis would change nothing.
         axes = range(2, 2 + self.spatial_dims)
-        for module in self.modules:
-            batch = plain(image)[None].to(module.device)
-            with training_autocast(module.hparams.get("precision", "32-true"), module.device):
+        for model in self.models:
+            batch = plain(image)[None].to(model.device)
+            with training_autocast(model.precision, model.device):
                 if self.tta:
-                    p = predict_with_flips(module.predict_logits, batch, axes)
+                    p = predict_with_flips(model.predict_logits, batch, axes)
                 else:
-                    p = module.predict_logits(batch).softmax(1)
+                    p = model.predict_logits(batch).softmax(1)
             p = p.float().cpu()[0]
             total = p if total is None else total + p
-        return total / len(self.modules)
+        return total / len(self.models)
 
 
 def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image) -> nib.Nifti1Image:

@@ -28,6 +28,7 @@ import torch
 
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
+from segnet.model.network import build_network
 
 ANISOTROPY = 3.0
 MIN_BATCH = 2
@@ -41,11 +42,11 @@ def target_spacing(spacings: np.ndarray, shapes: np.ndarray) -> np.ndarray:
     median_shape = np.median(shapes, axis=0)
     coarse = int(np.argmax(target))
     others = [a for a in range(len(target)) if a != coarse]
-    finest_other = max(target[a] for a in others)
-    anisotropic_spacing = target[coarse] > ANISOTROPY * finest_other
+    coarsest_other = max(target[a] for a in others)
+    anisotropic_spacing = target[coarse] > ANISOTROPY * coarsest_other
     few_slices = median_shape[coarse] * ANISOTROPY < min(median_shape[a] for a in others)
     if anisotropic_spacing and few_slices:
-        target[coarse] = max(float(np.percentile(spacings[:, coarse], 10)), finest_other)
+        target[coarse] = max(float(np.percentile(spacings[:, coarse], 10)), coarsest_other)
     return target
 
 
@@ -62,8 +63,6 @@ def orientation(axis: int) -> str:
 
 def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
-    from segnet.model.network import build_network  # the network, only to be counted
-
     net = build_network(model, "python", spatial_dims=spatial_dims, in_channels=in_channels, out_channels=num_classes)
     side = 2 * int(np.prod(model["strides"]))
     x = torch.zeros(1, in_channels, *[side] * spatial_dims)

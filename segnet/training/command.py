@@ -7,7 +7,7 @@ TensorBoard logs and metrics.json. The value returned is what a Hydra sweeper op
 from segnet.commands import hydra_command
 from segnet.training.api import train
 
-main = hydra_command("config", lambda cfg: train(cfg)["val_dice_mean"])
+main = hydra_command("train", lambda cfg: train(cfg)["val_dice_mean"])
 
 if __name__ == "__main__":
     main()

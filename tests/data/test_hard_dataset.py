@@ -11,8 +11,8 @@ from scipy import ndimage
 from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.hard import hard_image_2d, hard_shares, write_hard_dataset
-from segnet.data.synthetic import SyntheticDataModule
 from segnet.errors import ConfigError
+from segnet.training.synthetic_data import SyntheticDataModule
 
 NOISE = 0.4
 

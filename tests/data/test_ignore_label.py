@@ -12,14 +12,14 @@ import torch
 
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
-from segnet.data import cached
-from segnet.data.cached import CropDataset
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import case_dicts, train_transforms
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.model.loss import SegmentationLoss
+from segnet.preprocessing import datasets as cache_datasets
 from segnet.preprocessing.api import preprocess
+from segnet.preprocessing.datasets import CropDataset
 from segnet.training.api import train
 
 
@@ -81,7 +81,7 @@ def test_metrics_leave_ignored_voxels_out(tmp_path):
 @pytest.mark.slow
 def test_training_with_an_ignore_label(tmp_path):
     root = with_ignore(write_decathlon(tmp_path / "Task", cases=3))
-    metrics = train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=2",
+    metrics = train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=2",
                                     "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
                                     *TINY_MODEL, *TINY_TRAINER], output_dir=tmp_path / "run"))
     assert set(metrics["val_dice_per_class"]) == {"core", "shell"}
@@ -94,7 +94,7 @@ def test_crops_are_not_centred_on_ignored_voxels(tmp_path, monkeypatch):
     entries = list(preprocess(description, description.labelled, geometry, str(tmp_path / "cache")).values())
     ignored = np.mean([(e.label() == 3).mean() for e in entries])
     assert ignored > 0.2 and all(set(e.foreground()[:, 0]) == {1, 2} for e in entries)
-    monkeypatch.setattr(cached, "POSITIVE_SHARE", 1.0)  # every crop centred on the foreground
+    monkeypatch.setattr(cache_datasets, "POSITIVE_SHARE", 1.0)  # every crop centred on the foreground
     centres = CropDataset(entries, [1, 1, 1], samples_per_volume=100).set_random_state(0)  # a crop of its centre
     assert not any(s["label"].item() == 3 for i in range(len(entries)) for s in centres[i])
     # the chain that loads the sources (data.preprocessed=false): 1 of 3 crops anywhere, so on

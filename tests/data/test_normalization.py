@@ -80,18 +80,18 @@ def test_other_schemes():
 
 
 def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
-    from segnet.inference.loading import load_module
+    from segnet.inference.loading import load_checkpoint
     from segnet.inference.predictor import PredictionWriter, Predictor
 
     root = write_ct_dataset(tmp_path / "CT")
     run = tmp_path / "run"
-    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=1",
+    train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "data.steps_per_epoch=1",
                           "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "op=cpp",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     plan = json.loads((run / "plans.json").read_text())["normalization"]
     assert plan[0]["scheme"] == "ct"
-    module = load_module(run / "checkpoints" / "last.ckpt", backend="cpp")
-    assert module.hparams.data["normalization"] == plan
-    writer = PredictionWriter(Predictor([module]), tmp_path / "out")
+    model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
+    assert model.data["normalization"] == plan
+    writer = PredictionWriter(Predictor([model]), tmp_path / "out")
     normalizing = [t for t in writer.load.transforms if isinstance(t, NormalizeChannelsd)]
     assert normalizing[0].plan == plan  # prediction normalizes as training did

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from helpers.data import write_decathlon
-from segnet.data.decathlon import DecathlonDataModule
 from segnet.data.sampling import DrawSampler
+from segnet.training.folder_data import FolderDataModule
 
 PATCH = [8, 8, 8]
 
@@ -58,7 +58,7 @@ def test_one_pass_per_epoch_is_split_between_the_ranks():
     assert epochs[0] != epochs[1] != epochs[2]  # shuffled anew every epoch
 
 
-def batches(module: DecathlonDataModule, count: int = 2) -> list[dict]:
+def batches(module: FolderDataModule, count: int = 2) -> list[dict]:
     module.setup("fit")
     loader = iter(module.train_dataloader())
     return [next(loader) for _ in range(count)]
@@ -68,8 +68,8 @@ def batches(module: DecathlonDataModule, count: int = 2) -> list[dict]:
 def test_batches_depend_on_the_seed_alone(tmp_path, preprocessed):
     root = write_decathlon(tmp_path / "Task", cases=3)
 
-    def module(seed: int, workers: int) -> DecathlonDataModule:
-        return DecathlonDataModule(str(root), patch_size=PATCH, num_folds=3, batch_size=2, steps_per_epoch=2,
+    def module(seed: int, workers: int) -> FolderDataModule:
+        return FolderDataModule(str(root), patch_size=PATCH, num_folds=3, batch_size=2, steps_per_epoch=2,
                                    num_workers=workers, seed=seed, cache_dir=str(tmp_path / "cache"),
                                    preprocessed=preprocessed)
 

@@ -63,7 +63,7 @@ def test_too_few_cases_for_the_folds_is_one_clear_line(tmp_path):
     from helpers.training import run_train_script
 
     root = write_decathlon(tmp_path / "Task", cases=3)
-    result = run_train_script(["data=decathlon", f"data.root={root}", "trainer=cpu"], tmp_path)
+    result = run_train_script(["data=folder", f"data.root={root}", "trainer=cpu"], tmp_path)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: 3 training case(s) cannot make data.num_folds=5 folds; use 2 to 3 folds, or data.fold=all")
@@ -81,7 +81,7 @@ def test_fold_all_and_bad_folds(tmp_path):
 def test_run_records_its_split_and_evaluation_reads_it(tmp_path, seed):
     root = write_decathlon(tmp_path / "Task", cases=4)
     run = tmp_path / "run"
-    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=4", "data.fold=2",
+    train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=4", "data.fold=2",
                           "data.steps_per_epoch=1", "data.patch_size=[16,16,16]", "data.num_workers=0",
                           "data.batch_size=1", f"seed={seed}", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     recorded = json.loads((run / "splits.json").read_text())

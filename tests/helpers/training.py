@@ -98,7 +98,7 @@ def read_batch_logs(folder: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("rank*.json"))]
 
 
-def compose_config(overrides: list[str], output_dir: Path | None = None, name: str = "config") -> DictConfig:
+def compose_config(overrides: list[str], output_dir: Path | None = None, name: str = "train") -> DictConfig:
     """conf/<name>.yaml (training's by default) with these overrides, as its command composes it."""
     register_resolvers()
     extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
@@ -116,7 +116,7 @@ def train_tiny_task(tmp_path_factory, *overrides: str) -> tuple[Path, Path]:
 
     root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
     run = tmp_path_factory.mktemp("run")
-    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "op=cpp",
+    train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "op=cpp",
                           *overrides, *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     return root, run
 

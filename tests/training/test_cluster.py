@@ -38,7 +38,7 @@ def launcher_environments(kind: str, port: int) -> list[dict[str, str]]:
 
 def plan_with_patch(root: Path, patch: list[int], path: Path, cache: Path) -> Path:
     """A plan of the dataset (fingerprinted into a cache of its own) with the 2D patch `patch`."""
-    cfg = compose_config(["data=decathlon", f"data.root={root}", f"data.cache_dir={cache}", *TINY_MODEL])
+    cfg = compose_config(["data=folder", f"data.root={root}", f"data.cache_dir={cache}", *TINY_MODEL])
     plan = make_plan(describe_dataset(str(root)), cfg)
     plan["configurations"]["2d"]["patch_size"] = patch
     write_json(path, plan)
@@ -55,7 +55,7 @@ def test_two_processes_check_once_train_one_plan_and_draw_their_own_batches(tmp_
     write_text(run / "plans.json.failed", "DatasetError: an earlier attempt's")
     given = plan_with_patch(root, [16, 16], tmp_path / "given.json", tmp_path / "other")
     port = random.randint(15100, 15900)
-    args = [sys.executable, str(ROOT / "train.py"), "data=decathlon", f"data.root={root}", f"data.plan={given}",
+    args = [sys.executable, str(ROOT / "train.py"), "data=folder", f"data.root={root}", f"data.plan={given}",
             "data.num_workers=1", "data.spatial_dims=2", "data.batch_size=2", "data.steps_per_epoch=4", "op=cpp",
             *TINY_MODEL, *TINY_TRAINER, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
             f"hydra.run.dir={run}", *batch_log(tmp_path / "batches")]

@@ -27,8 +27,8 @@ def test_every_group_has_options():
 def test_option_composes_and_resolves(group, option, tmp_path):
     overrides = [f"{group}={option}"]
     if group == "recipe":  # a change to a plan's defaults: the options of a dataset folder's data
-        overrides.append("data=decathlon")
-    if (group, option) in (("data", "decathlon"), ("experiment", "ablation_placement"),
+        overrides.append("data=folder")
+    if (group, option) in (("data", "folder"), ("data", "decathlon"), ("experiment", "ablation_placement"),
                            ("experiment", "ablation_recipe")) or group == "recipe":  # a dataset folder's
         overrides.append(f"data.root={write_decathlon(tmp_path / 'Task')}")
     cfg = compose_config(overrides, output_dir=tmp_path)
@@ -45,7 +45,7 @@ def test_slurm_launcher_is_sized_from_the_trainer():
     overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=60",
                  "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+        cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert (launcher.partition, launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == ("gpu", 2, 4, 4)
@@ -63,8 +63,16 @@ def test_gpu_preset_trains_in_bf16_with_cudnn_autotuning(tmp_path):
     assert (trainer.accelerator, trainer.precision, trainer.benchmark) == ("gpu", "bf16-mixed", True)
 
 
-def test_decathlon_channels_and_classes_come_from_dataset_json(tmp_path):
-    cfg = compose_config(["data=decathlon", f"data.root={write_decathlon(tmp_path / 'Task')}"], output_dir=tmp_path)
+def test_data_decathlon_is_data_folder_under_its_older_name(tmp_path):
+    root = write_decathlon(tmp_path / "Task")
+    folder, decathlon = (compose_config([f"data={name}", f"data.root={root}"], output_dir=tmp_path)
+                         for name in ("folder", "decathlon"))
+    assert decathlon.data._target_ == "segnet.training.folder_data.FolderDataModule"
+    assert OmegaConf.to_container(decathlon, resolve=True) == OmegaConf.to_container(folder, resolve=True)
+
+
+def test_folder_channels_and_classes_come_from_dataset_json(tmp_path):
+    cfg = compose_config(["data=folder", f"data.root={write_decathlon(tmp_path / 'Task')}"], output_dir=tmp_path)
     assert cfg.model.in_channels == 1
     assert cfg.model.out_channels == 3
     assert list(cfg.data.class_names) == ["background", "core", "shell"]
@@ -89,13 +97,13 @@ def test_auto_resolves_to_cpp_on_a_cpu_trainer(tmp_path):
 
 
 def test_missing_data_root_is_reported(tmp_path):
-    cfg = compose_config(["data=decathlon", "trainer=cpu"], output_dir=tmp_path)
-    with pytest.raises(ConfigError, match="data.root is required for data=decathlon"):
+    cfg = compose_config(["data=folder", "trainer=cpu"], output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="data.root is required for data=folder"):
         train(cfg)
 
 
 def test_data_root_that_does_not_exist_is_reported(tmp_path):
-    cfg = compose_config(["data=decathlon", f"data.root={tmp_path / 'nowhere'}", "trainer=cpu"], output_dir=tmp_path)
+    cfg = compose_config(["data=folder", f"data.root={tmp_path / 'nowhere'}", "trainer=cpu"], output_dir=tmp_path)
     with pytest.raises(DatasetError, match="is not a folder"):
         train(cfg)
 
@@ -117,7 +125,7 @@ def test_malformed_dataset_json_is_reported(tmp_path, content, message):
     root = tmp_path / "Task"
     root.mkdir()
     (root / "dataset.json").write_text(content)
-    cfg = compose_config(["data=decathlon", f"data.root={root}", "trainer=cpu"], output_dir=tmp_path)
+    cfg = compose_config(["data=folder", f"data.root={root}", "trainer=cpu"], output_dir=tmp_path)
     with pytest.raises(DatasetError, match=message):
         train(cfg)
 
@@ -138,7 +146,7 @@ def test_missing_checkpoint_is_reported(tmp_path):
     "args,message",
     [
         (["op=cuda", *tiny_overrides()], "error: op.backend=cuda needs a GPU trainer"),
-        (["data=decathlon", "trainer=cpu"], "error: data.root is required for data=decathlon"),
+        (["data=folder", "trainer=cpu"], "error: data.root is required for data=folder"),
     ],
     ids=["cuda-without-gpu", "missing-root"],
 )
@@ -151,7 +159,7 @@ def test_train_script_prints_one_line_error(tmp_path, args, message):
 
 def test_an_experiment_preset_overrides_the_primary_config():
     cfg = compose_config(["experiment=ablation_placement", "data.root=???"])
-    assert cfg.task_name == "ablation_placement" and cfg.data._target_.endswith("DecathlonDataModule")
+    assert cfg.task_name == "ablation_placement" and cfg.data._target_.endswith("FolderDataModule")
     assert compose_config(["experiment=ablation_backends"]).task_name == "ablation_backends"
     assert compose_config(["variant=sharp_skips"]).model.skip_layer == "sharpen"
     assert list(compose_config(["variant=none"]).model.edge_placement) == []
@@ -160,7 +168,7 @@ def test_an_experiment_preset_overrides_the_primary_config():
 def test_the_recipe_ablation_composes_each_part_over_the_plan_and_each_budget_after_the_trainer():
     base = ["experiment=ablation_recipe", "data.root=???"]
     plan = compose_config(base + ["recipe=plan", "budget=short"])
-    assert plan.task_name == "ablation_recipe" and plan.data._target_.endswith("DecathlonDataModule")
+    assert plan.task_name == "ablation_recipe" and plan.data._target_.endswith("FolderDataModule")
     assert (plan.data.patch_scale, plan.data.batch_scale, plan.data.affine_augmentation) == (1.0, 1.0, True)
     assert (plan.trainer.max_steps, plan.trainer.max_epochs) == (250, -1)  # not trainer/default.yaml's -1 and 12
     assert compose_config(base + ["budget=long"]).trainer.max_steps == 1000
@@ -170,6 +178,6 @@ def test_the_recipe_ablation_composes_each_part_over_the_plan_and_each_budget_af
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        sweep = compose(config_name="config", overrides=base, return_hydra_config=True).hydra.sweeper.params
+        sweep = compose(config_name="train", overrides=base, return_hydra_config=True).hydra.sweeper.params
     assert dict(sweep) == {"recipe": "plan,small_patch,no_affine,small_batch", "budget": "short,long",
                            "seed": "0,1,2", "data.fold": "0,1,2,3,4"}

@@ -243,7 +243,7 @@ def test_a_preempted_run_saves_at_sigterm_and_the_same_command_resumes(tmp_path)
 
 def tiny_dataset_run(root, *overrides: str) -> list[str]:
     """A tiny 2D training on a dataset folder: 2 batches of 2 volumes per epoch, no workers."""
-    return ["data=decathlon", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "data.spatial_dims=2",
+    return ["data=folder", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "data.spatial_dims=2",
             "data.patch_size=[16,16]", "data.batch_size=2", "data.steps_per_epoch=2", "op=cpp", *TINY_MODEL,
             *TINY_TRAINER, *overrides]
 

@@ -85,7 +85,7 @@ def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     patch = "[16,16]" if spatial_dims == 2 else "[16,16,16]"
     metrics = run(
         tmp_path / "run",
-        ["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", f"data.spatial_dims={spatial_dims}",
+        ["data=folder", "data.steps_per_epoch=null", f"data.root={root}", f"data.spatial_dims={spatial_dims}",
          f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3", *TINY_MODEL,
          *TINY_TRAINER],
     )
@@ -97,7 +97,7 @@ def test_an_epoch_is_steps_per_epoch_batches_however_few_volumes(tmp_path):
     root = write_decathlon(tmp_path / "Task", cases=3)
     metrics = run(
         tmp_path / "run",
-        ["data=decathlon", f"data.root={root}", "data.steps_per_epoch=5", "data.patch_size=[16,16,16]",
+        ["data=folder", f"data.root={root}", "data.steps_per_epoch=5", "data.patch_size=[16,16,16]",
          "data.num_workers=0", "data.batch_size=1", "data.num_folds=3", *TINY_MODEL, *TINY_TRAINER,
          "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=2"],
     )
@@ -158,7 +158,7 @@ def test_a_broken_dataset_stops_training_with_every_problem_named(tmp_path):
     broken[1, 1, 1] = np.nan
     nib.save(nib.Nifti1Image(broken, np.eye(4)), str(image))
     result = run_train_script(
-        ["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}", "data.num_workers=0",
+        ["data=folder", "data.steps_per_epoch=null", f"data.root={root}", "data.num_workers=0",
          "data.patch_size=[16,16,16]", *TINY_MODEL, *TINY_TRAINER],
         cwd=tmp_path,
     )

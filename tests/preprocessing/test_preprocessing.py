@@ -19,12 +19,12 @@ import torch
 
 from helpers.data import write_decathlon, write_nnunet
 from segnet.data import derived
-from segnet.data.cached import CropDataset, VolumeDataset, patch_start, read_box
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import case_dicts, eval_transforms
 from segnet.preprocessing import api
 from segnet.preprocessing import cache as preprocessing_cache
 from segnet.preprocessing.api import preprocess
+from segnet.preprocessing.datasets import CropDataset, VolumeDataset, patch_start, read_box
 
 GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
 

@@ -3,13 +3,14 @@ message, and the code never runs (training's resume and evaluation alike)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 import torch
 
 from helpers.training import run_train_script, tiny_overrides
-from segnet.inference.loading import CheckpointError, load_module
+from segnet.inference.loading import CheckpointError, load_checkpoint
 
 
 class RunsCodeWhenUnpickled:
@@ -30,10 +31,10 @@ def hostile_checkpoint(tmp_path):
     return path, marker
 
 
-def test_loading_a_module_refuses_pickled_code(hostile_checkpoint):
+def test_loading_a_checkpoint_refuses_pickled_code(hostile_checkpoint):
     path, marker = hostile_checkpoint
     with pytest.raises(CheckpointError, match=r"hostile\.ckpt holds Python objects other than tensors.*weights-only"):
-        load_module(path)
+        load_checkpoint(path)
     assert not marker.exists()
 
 
@@ -53,16 +54,15 @@ def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path)
     from segnet.training.api import train
 
     train(compose_config(tiny_overrides() + ["op=cpp", "trainer.precision=bf16-mixed"], output_dir=tmp_path))
-    module = load_module(tmp_path / "checkpoints" / "last.ckpt", backend="cpp")
-    assert module.hparams.precision == "bf16-mixed"
+    model = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt", backend="cpp")
+    assert model.precision == "bf16-mixed"
     seen = []
-    predict = module.predict_logits
 
     def spy(batch):
         seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
-        return predict(batch)
+        return model.net(batch)
 
-    module.predict_logits = spy
-    probabilities = Evaluator(module, tmp_path / "evaluation").predict(torch.randn(1, 32, 32))
+    probabilities = Evaluator(dataclasses.replace(model, net=spy), tmp_path / "evaluation").predict(
+        torch.randn(1, 32, 32))
     assert probabilities.shape == (3, 32, 32)
     assert seen == [(True, torch.bfloat16)]

@@ -1,11 +1,10 @@
-"""Deployment: a wheel with the compiled op that runs without a compiler, the ABI check of a
-shipped library, and exported networks (torch.export, AOTInductor) that run without the
-training code and predict what the checkpoint predicts."""
+"""Deployment: a wheel with the compiled op that runs without a compiler and predicts from an
+install, and exported networks (torch.export, AOTInductor) that run without the training code
+and predict what the checkpoint predicts."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import site
@@ -21,61 +20,11 @@ import torch
 from helpers import ROOT
 from helpers.commands import run_command
 from helpers.training import train_tiny_task
-from ops import library, shipped, standalone
+from ops import library, standalone
 from segnet.data.dataset_json import Case
-from segnet.export.exporter import export_module
-from segnet.inference.loading import load_module
+from segnet.export.exporter import export_model
+from segnet.inference.loading import load_checkpoint
 from segnet.inference.predictor import PredictionWriter, Predictor
-
-
-def fake_wheel_lib(folder: Path, torch_version: str) -> Path:
-    """A shipped-library folder holding the JIT-built CPU library, recorded as built for torch_version."""
-    built = library.load_cpu_library()
-    folder.mkdir()
-    shutil.copy(built.path, folder / "segnet_ops_cpu.so")
-    record = shipped.build_record({"cpu": "segnet_ops_cpu.so"}, list(library.cpu_flags()), None)
-    (folder / shipped.BUILD_INFO).write_text(json.dumps({**record, "torch": torch_version}))
-    return folder
-
-
-def test_a_library_built_for_another_torch_is_refused_and_the_jit_build_loads(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(shipped, "LIB_DIR", fake_wheel_lib(tmp_path / "_lib", "2.0.0"))
-    choice = shipped.shipped_library("cpu")
-    assert choice.path is None and choice.refused
-    assert choice.reason == (
-        f"segnet_ops_cpu.so was built for torch 2.0.0 but torch {torch.__version__} is running: reinstall the segnet "
-        f"wheel built for torch {torch.__version__}, or let segnet build the op just in time (it does now)")
-    with caplog.at_level(logging.WARNING, logger="ops.library"):
-        loaded = library.load_cpu_library.__wrapped__()
-    assert loaded.path.is_relative_to(library.cache_root())  # the JIT cache's, not the shipped one
-    assert [r.getMessage() for r in caplog.records] == [f"segnet: not loading the shipped op library: {choice.reason}"]
-
-
-def test_a_library_built_for_this_torch_is_loaded_from_the_package(tmp_path):
-    # In a fresh process: a second copy of the library in this one would register its schemas twice.
-    lib_dir = fake_wheel_lib(tmp_path / "_lib", torch.__version__)
-    check = (
-        "import sys; from pathlib import Path; from ops import library, shipped; "
-        "shipped.LIB_DIR = Path(sys.argv[1]); "
-        "assert library.where_from('cpu')[0] == 'shipped'; "
-        "assert library.load_cpu_library().path == shipped.LIB_DIR / 'segnet_ops_cpu.so'; "
-        "assert shipped.shipped_library('cuda').reason == 'the installed wheel was built without the cuda library'"
-    )
-    ran = subprocess.run([sys.executable, "-c", check, str(lib_dir)], capture_output=True, text=True, timeout=300,
-                         cwd=ROOT)
-    assert ran.returncode == 0, ran.stderr[-2000:]
-
-
-def test_info_says_what_would_load_and_why():
-    result = subprocess.run([sys.executable, "-m", "ops.build", "--info"], capture_output=True, text=True, cwd=ROOT,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"torch {torch.__version__}")
-    cpu = next(i for i, line in enumerate(lines) if line.startswith("cpu: "))
-    assert lines[cpu].startswith(("cpu: JIT cache: ", "cpu: JIT build: ")) and "segnet_ops_cpu" in lines[cpu]
-    assert lines[cpu + 1] == "  why: no compiled library ships with this install (a checkout, or a wheel built " \
-                             "without the op)"
 
 
 def venv_seeing_this_interpreters_packages(venv: Path) -> Path:
@@ -149,15 +98,15 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
 
     # Prediction from an exported model, with the installed package alone (no scripts/, no checkout).
     root, checkpoint = trained
-    module = load_module(checkpoint, backend="cpp")
-    export_module(module, tmp_path / "model.pt2", "exported_program", torch.device("cpu"))
+    model = load_checkpoint(checkpoint, backend="cpp")
+    export_model(model, tmp_path / "model.pt2", "exported_program")
     image = root / "imagesTr" / "case_000.nii.gz"
     predicted = subprocess.run(
         [venv / "bin" / "segnet-predict", f"model={tmp_path / 'model.pt2'}", f"input={image}",
          f"output={tmp_path / 'labels'}", "device=cpu", f"hydra.run.dir={tmp_path / 'predict'}"],
         env=bare, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert predicted.returncode == 0, predicted.stderr[-3000:]
-    expected = PredictionWriter(Predictor([module], tta=True), tmp_path / "expected").run_case(
+    expected = PredictionWriter(Predictor([model], tta=True), tmp_path / "expected").run_case(
         Case("case_000", (str(image),), None))
     written = nib.load(tmp_path / "labels" / "case_000.nii.gz")
     assert np.array_equal(np.asarray(written.dataobj), expected.label_map)
@@ -176,7 +125,7 @@ def relative_error(got, expected):
 assert torch.cuda.is_available(), "the wheel's venv sees no GPU"
 where, path, why = library.where_from("cuda")
 assert where == "shipped" and path.parent == Path(ops.__file__).parent / "_lib", (where, path, why)
-assert library.load_cuda_library().path == path
+assert library.load("cuda").path == path
 for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
     for shape in ((2, 3, 9, 11), (2, 2, 5, 7, 33)):
         x, g = torch.randn(shape, dtype=torch.float64), torch.randn(shape, dtype=torch.float64)
@@ -221,14 +170,14 @@ def trained(tmp_path_factory):
 @pytest.mark.parametrize("export_format", ["exported_program", "aoti"])
 def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp_path, export_format):
     _, checkpoint = trained
-    module = load_module(checkpoint, backend="cpp")
+    model = load_checkpoint(checkpoint, backend="cpp")
     package = tmp_path / "model.pt2"
-    metadata = export_module(module, package, export_format, torch.device("cpu"))
-    assert metadata["edge_op_nodes"] == len(module.net.edge_layers()) == 2  # the op is one node per layer
+    metadata = export_model(model, package, export_format)
+    assert metadata["edge_op_nodes"] == len(model.net.edge_layers()) == 2  # the op is one node per layer
     assert json.loads(package.with_suffix(".json").read_text())["data"]["class_names"] == ["background", "core",
                                                                                            "shell"]
     torch.manual_seed(0)
-    stride = module.net.downsampling
+    stride = model.net.downsampling
     declared = json.loads(package.with_suffix(".json").read_text())["input"]
     assert declared["multiple_of"] == stride and declared["min_side"] == 2 * stride  # what prediction pads to
     # sizes that are odd multiples of the stride: an export for a coarser multiple would refuse them
@@ -244,7 +193,7 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
                                                       "first_call"}
     with torch.no_grad():
         for x, exported in zip(inputs, torch.load(tmp_path / "outputs.pt"), strict=True):
-            eager = module.net(x)
+            eager = model.net(x)
             assert exported.shape == eager.shape
             assert (exported - eager).abs().max() <= 1e-5
 

@@ -17,9 +17,9 @@ from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
 from segnet.evaluation.evaluator import METRICS, Evaluator, score_case, select_cases, summarize, write_reports
+from segnet.inference.loading import load_checkpoint
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
 from segnet.training.api import train
-from segnet.training.module import SegmentationModule
 
 
 def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():
@@ -105,11 +105,11 @@ def oracle_evaluator(tmp_path, monkeypatch):
     image), so predictions written back must reproduce the label files voxel for voxel."""
     root = write_decathlon(tmp_path / "Task", cases=3, affine=OBLIQUE_AFFINE, with_test=True)
     run = tmp_path / "train"
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}",
+    train(compose_config(["data=folder", "data.steps_per_epoch=null", f"data.root={root}",
                           "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=run))
-    module = SegmentationModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
-    evaluator = Evaluator(module, tmp_path / "eval")
+    model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
+    evaluator = Evaluator(model, tmp_path / "eval")
     return evaluator, describe_dataset(str(root)), monkeypatch
 
 
@@ -228,20 +228,20 @@ def test_model_generalizes_to_a_scanner_it_was_not_trained_on(tmp_path):
     seen = write_decathlon(tmp_path / "SeenScanner", cases=6)
     unseen = write_decathlon(tmp_path / "UnseenScanner", cases=3, first_seed=50, scanner=other_scanner)
     run = tmp_path / "train"
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={seen}",
+    train(compose_config(["data=folder", "data.steps_per_epoch=null", f"data.root={seen}",
                           "data.patch_size=[16,16,16]", "data.num_workers=0",
                           "data.batch_size=2", "data.samples_per_volume=4", "data.num_folds=3",
                           "model.channels=[8,16,32]",
                           "model.strides=[2,2]", *TINY_TRAINER[:1], "trainer.max_epochs=25",
                           "trainer.check_val_every_n_epoch=25", "trainer.enable_model_summary=false",
                           "callbacks.progress_bar.refresh_rate=0"], output_dir=run))
-    module = SegmentationModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
+    model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
     scores = {}
     for name, root in (("seen", seen), ("unseen", unseen)):
         description = describe_dataset(str(root))
         split = "validation" if name == "seen" else "all"  # seen: its held-out cases only
-        cases = select_cases(description, split, module.hparams.data)
-        results = Evaluator(module, tmp_path / f"eval_{name}").run(cases)
+        cases = select_cases(description, split, model.data)
+        results = Evaluator(model, tmp_path / f"eval_{name}").run(cases)
         scores[name] = summarize(results, ["background", "core", "shell"])["foreground_mean"]["Dice"]
     assert scores["seen"] >= 0.7, scores
     assert scores["unseen"] >= scores["seen"] - 0.1, scores
@@ -262,7 +262,7 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
     root = (write_decathlon(tmp_path / "Task", cases=4, affine=OBLIQUE_AFFINE) if layout == "decathlon"
             else write_nnunet(tmp_path / "Dataset001_Tiny", cases=4))
     patch = "[16,16,16]" if spatial_dims == 3 else "[16,16]"
-    train(compose_config(["data=decathlon", "data.steps_per_epoch=null", f"data.root={root}",
+    train(compose_config(["data=folder", "data.steps_per_epoch=null", f"data.root={root}",
                           f"data.spatial_dims={spatial_dims}",
                           f"data.patch_size={patch}", "data.num_workers=0", "data.batch_size=1", "data.num_folds=4",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=tmp_path / "train"))

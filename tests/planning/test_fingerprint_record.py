@@ -41,7 +41,7 @@ def read_cases(monkeypatch, seconds: float = 0.0) -> list[str]:
 
 def test_a_run_on_a_checked_dataset_reads_no_image(description, monkeypatch, tmp_path):
     read = read_cases(monkeypatch)
-    overrides = ["data=decathlon", f"data.root={description.root}", "model.channels=[8,16]", "model.strides=[2]"]
+    overrides = ["data=folder", f"data.root={description.root}", "model.channels=[8,16]", "model.strides=[2]"]
     plans = [plan_for_run(compose_config(overrides), tmp_path / f"run{i}") for i in range(2)]  # two run folders
     assert sorted(read) == ["case_000", "case_001", "case_002"]  # by the first alone
     assert plans[0] == plans[1]

@@ -17,7 +17,6 @@ from monai import transforms as T
 from monai.data import CacheDataset, list_data_collate
 from torch.utils.data import DataLoader
 
-from segnet.data.cached import CropDataset, VolumeDataset
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler
@@ -25,11 +24,12 @@ from segnet.data.splits import choose_split
 from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
 from segnet.errors import ConfigError
 from segnet.preprocessing.api import preprocess
+from segnet.preprocessing.datasets import CropDataset, VolumeDataset
 
 AUGMENT_ON = ("workers", "device")
 
 
-class DecathlonDataModule(L.LightningDataModule):
+class FolderDataModule(L.LightningDataModule):
     def __init__(
         self, root: str, spatial_dims: int = 3, patch_size: Sequence[int] = (96, 96, 96), fold: int | str = 0,
         num_folds: int = 5, split_seed: int = 12345, samples_per_volume: int = 2, batch_size: int = 2,

@@ -17,7 +17,8 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.data.phantom import sample_phantom, write_phantom_dataset
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
-from segnet.inference.loading import load_module
+from segnet.inference.loading import load_checkpoint
+from segnet.inference.model import TrainedModel
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import dice_per_class
 from segnet.planning.fingerprint import ras_geometry
@@ -234,10 +235,9 @@ def test_predictions_return_to_each_stored_geometry(tmp_path):
             self.case = case
             return super().run_case(case)
 
-    module = type("Stub", (), {"hparams": type("H", (), {"data": {
-        "class_names": ["background", "core", "shell"], "in_channels": 1, "spatial_dims": 3, **geometry}})(),
-        "eval": lambda self: self})()
-    writer = Oracle(Predictor([module]), tmp_path / "out")
+    model = TrainedModel(None, {"class_names": ["background", "core", "shell"], "in_channels": 1, "spatial_dims": 3,
+                                **geometry}, {}, torch.device("cpu"))  # the oracle predicts, not a network
+    writer = Oracle(Predictor([model]), tmp_path / "out")
     for case in description.training:
         prediction = writer.run_case(case)
         written, stored = nib.load(prediction.file), nib.load(case.label)
@@ -251,14 +251,14 @@ def test_predictions_return_to_each_stored_geometry(tmp_path):
 
 def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
-    common = ["data=decathlon", f"data.root={root}", "data.num_folds=5", "data.steps_per_epoch=1",
+    common = ["data=folder", f"data.root={root}", "data.num_folds=5", "data.steps_per_epoch=1",
               "data.num_workers=0", "data.memory_budget_gb=0.05", "data.spatial_dims=2", "op=cpp", *TINY_MODEL,
               *TINY_TRAINER]
     train(compose_config(common, output_dir=tmp_path / "planned"))
     plan = json.loads((tmp_path / "planned" / "plans.json").read_text())
     planned = plan["configurations"]["2d"]
     assert "fingerprint" in plan and len(plan["fingerprint"]["cases"]) == len(MIXED_GRIDS)
-    data = load_module(tmp_path / "planned" / "checkpoints" / "last.ckpt", backend="cpp").hparams.data
+    data = load_checkpoint(tmp_path / "planned" / "checkpoints" / "last.ckpt", backend="cpp").data
     assert data["patch_size"] == planned["patch_size"] and data["spacing"] == planned["spacing"]
     assert data["plan"]["configurations"] == plan["configurations"] and "fingerprint" not in data["plan"]
 
@@ -266,10 +266,10 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(plan))
     train(compose_config([*common, f"data.plan={edited}"], output_dir=tmp_path / "edited_run"))
-    data = load_module(tmp_path / "edited_run" / "checkpoints" / "last.ckpt", backend="cpp").hparams.data
+    data = load_checkpoint(tmp_path / "edited_run" / "checkpoints" / "last.ckpt", backend="cpp").data
     assert data["patch_size"] == [32, 32]
     train(compose_config([*common, "data.patch_size=[16,16]", "data.resample=false"], output_dir=tmp_path / "own"))
-    data = load_module(tmp_path / "own" / "checkpoints" / "last.ckpt", backend="cpp").hparams.data
+    data = load_checkpoint(tmp_path / "own" / "checkpoints" / "last.ckpt", backend="cpp").data
     assert data["patch_size"] == [16, 16] and data["spacing"] is None  # the user's values win
 
 
@@ -292,7 +292,7 @@ def test_plan_script_writes_a_plan_and_verify_lists_broken_cases(tmp_path):
 def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
     root = write_phantom_dataset(tmp_path / "Dataset002_Two", MIXED_GRIDS[:4], modalities=("CT", "T2"))
     run = tmp_path / "run"
-    train(compose_config(["data=decathlon", f"data.root={root}", "data.num_folds=2", "data.steps_per_epoch=1",
+    train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=2", "data.steps_per_epoch=1",
                           "data.num_workers=0", "data.spatial_dims=2", "data.patch_size=[16,16]", "op=cpp",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     plan = json.loads((run / "plans.json").read_text())
@@ -302,7 +302,7 @@ def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
     assert 100 < ct["mean"] < 300 and -60 < ct["percentile_00_5"] < 100 and 300 < ct["percentile_99_5"] < 450
     assert len(plan["fingerprint"]["foreground_intensities"]) == 2
     out = tmp_path / "predicted"
-    writer = PredictionWriter(Predictor([load_module(run / "checkpoints" / "last.ckpt", backend="cpp")]), out)
+    writer = PredictionWriter(Predictor([load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")]), out)
     from segnet.inference.predictor import find_cases
 
     (case, *_) = find_cases(root / "imagesTr", in_channels=2)

@@ -1,0 +1,27 @@
+"""A trained network as prediction, evaluation and export need it, whatever it came from (a
+training checkpoint or an exported package): the network, the data settings it was trained
+with (classes, channels, the plan's geometry), its whole-image settings, the device it runs on
+and the autocast it was trained under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from segnet.inference.windows import Network, predict_whole_image
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    net: Network  # (N, C, *spatial) -> logits (N, classes, *spatial)
+    data: dict[str, Any]  # the training run's data settings
+    inference: dict[str, Any]  # roi_size, sw_batch_size, overlap
+    device: torch.device
+    precision: str = "32-true"  # the trainer's; inference runs under the same autocast
+    backend: str = "auto"  # the edge op's backend in net
+
+    def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
+        """Whole-image logits for a batch (N, C, *spatial) on self.device."""
+        return predict_whole_image(self.net, image, int(self.data["spatial_dims"]), self.inference)

@@ -1,0 +1,66 @@
+"""The op libraries a wheel ships (ops/shipped.py): loaded only when built for this torch, and
+otherwise refused in one line for the JIT build; `python -m ops.build --info` says which loads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from helpers import ROOT
+from ops import library, shipped
+
+
+def fake_wheel_lib(folder: Path, torch_version: str) -> Path:
+    """A shipped-library folder holding the JIT-built CPU library, recorded as built for torch_version."""
+    built = library.load("cpu")
+    folder.mkdir()
+    shutil.copy(built.path, folder / "segnet_ops_cpu.so")
+    record = shipped.build_record({"cpu": "segnet_ops_cpu.so"}, list(library.cpu_flags()), None)
+    (folder / shipped.BUILD_INFO).write_text(json.dumps({**record, "torch": torch_version}))
+    return folder
+
+
+def test_a_library_built_for_another_torch_is_refused_and_the_jit_build_loads(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(shipped, "LIB_DIR", fake_wheel_lib(tmp_path / "_lib", "2.0.0"))
+    choice = shipped.shipped_library("cpu")
+    assert choice.path is None and choice.refused
+    assert choice.reason == (
+        f"segnet_ops_cpu.so was built for torch 2.0.0 but torch {torch.__version__} is running: reinstall the segnet "
+        f"wheel built for torch {torch.__version__}, or let segnet build the op just in time (it does now)")
+    with caplog.at_level(logging.WARNING, logger="ops.library"):
+        loaded = library.load.__wrapped__("cpu")
+    assert loaded.path.is_relative_to(library.cache_root())  # the JIT cache's, not the shipped one
+    assert [r.getMessage() for r in caplog.records] == [f"segnet: not loading the shipped op library: {choice.reason}"]
+
+
+def test_a_library_built_for_this_torch_is_loaded_from_the_package(tmp_path):
+    # In a fresh process: a second copy of the library in this one would register its schemas twice.
+    lib_dir = fake_wheel_lib(tmp_path / "_lib", torch.__version__)
+    check = (
+        "import sys; from pathlib import Path; from ops import library, shipped; "
+        "shipped.LIB_DIR = Path(sys.argv[1]); "
+        "assert library.where_from('cpu')[0] == 'shipped'; "
+        "assert library.load('cpu').path == shipped.LIB_DIR / 'segnet_ops_cpu.so'; "
+        "assert shipped.shipped_library('cuda').reason == 'the installed wheel was built without the cuda library'"
+    )
+    ran = subprocess.run([sys.executable, "-c", check, str(lib_dir)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+def test_info_says_what_would_load_and_why():
+    result = subprocess.run([sys.executable, "-m", "ops.build", "--info"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"torch {torch.__version__}")
+    cpu = next(i for i, line in enumerate(lines) if line.startswith("cpu: "))
+    assert lines[cpu].startswith(("cpu: JIT cache: ", "cpu: JIT build: ")) and "segnet_ops_cpu" in lines[cpu]
+    assert lines[cpu + 1] == "  why: no compiled library ships with this install (a checkout, or a wheel built " \
+                             "without the op)"
