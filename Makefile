@@ -12,8 +12,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-build: $(STAMP)  ## compile the C++ op ahead of time (the CUDA one too where nvcc exists)
-	$(PYTHON) -m ops.build
+build: $(STAMP)  ## compile the C++ op ahead of time; ARGS=--cuda builds the CUDA one too (needs nvcc)
+	$(PYTHON) -m ops.build $(ARGS)
 
 wheel: $(STAMP)  ## a wheel with the compiled op inside, for this torch, into dist/
 	$(PIP) wheel . --no-build-isolation --no-deps -w dist

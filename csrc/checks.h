@@ -1,5 +1,6 @@
 // Argument checks shared by every device's kernels, so that each backend rejects bad input
-// with the same message (ops/registration.py mirrors them for fake tensors).
+// with the same message (ops/checks.py words them alike for the python backend and the fake
+// kernels that torch.compile traces with).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,6 +1,9 @@
-// Per-element math of the edge-enhancement op (docs/edge-op.md), shared by the CPU
-// kernels, the CUDA kernels and the host emulation of the CUDA kernels. Everything here is a
-// pure inline function so that the same arithmetic runs on both sides.
+// The edge-enhancement op's stencil and per-element math (docs/edge-op.md), as pure inline
+// functions that compile for the host and the device. The CPU kernels use all of it. The CUDA
+// march (csrc/march/) and its host emulation use clamp_index (the replicate border) and
+// kernel_norm: they fold the normalization into their constants and take the device's square
+// roots (march/device_math.h), so the magnitude, the output and the adjoint's scale are written
+// there in that form; the tests hold both to the same float64 reference.
 #pragma once
 
 #include <cmath>

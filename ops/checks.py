@@ -41,8 +41,13 @@ def check_edge_inputs(x: torch.Tensor, alpha: torch.Tensor, eps: float) -> None:
 
 def check_edge_backward_inputs(grad_y: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor, eps: float) -> None:
     check_edge_inputs(x, alpha, eps)
-    if grad_y.shape != x.shape or grad_y.dtype != x.dtype or grad_y.device != x.device:
+    if grad_y.shape != x.shape:
         raise ValueError(
-            "edge_enhance_backward: grad_y must match x in shape, dtype and device "
-            f"({tuple(x.shape)}, {x.dtype}, {x.device}), got ({tuple(grad_y.shape)}, {grad_y.dtype}, {grad_y.device})"
+            f"edge_enhance_backward: grad_y must have the shape of x ({tuple(x.shape)}), got {tuple(grad_y.shape)}"
+        )
+    if grad_y.dtype != x.dtype:
+        raise ValueError(f"edge_enhance_backward: grad_y must have the dtype of x ({x.dtype}), got {grad_y.dtype}")
+    if grad_y.device != x.device:
+        raise ValueError(
+            f"edge_enhance_backward: grad_y must be on the device of x ({x.device}), got {grad_y.device}"
         )

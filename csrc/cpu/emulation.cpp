@@ -172,7 +172,7 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
 }  // namespace
 }  // namespace segnet
 
-// Test-only: the CUDA kernels' march, emulated on the CPU (tests/test_cuda_emulation.py).
+// Test-only: the CUDA kernels' march, emulated on the CPU (tests/ops/test_cuda_emulation.py).
 TORCH_LIBRARY_FRAGMENT(segnet_ops, m) {
   m.def("_emulated_cuda_edge_enhance(Tensor x, Tensor alpha, float eps=1e-06) -> Tensor");
   m.def("_emulated_cuda_edge_enhance_backward(Tensor grad_y, Tensor x, Tensor alpha, float eps) -> (Tensor, Tensor)");

@@ -1,5 +1,36 @@
 // CUDA kernels of the edge op: thin __global__ wrappers around the march of csrc/march/, one
 // thread per lane (the host emulation, csrc/cpu/emulation.cpp, runs the same march a warp at a time).
+//
+// Call path of each pass, in the order a launch runs it (file: what happens there):
+//
+//   forward, y = x + alpha m
+//     edge_enhance.cu  edge_enhance_cuda: checks (../checks.h), march_geometry (geometry.h: units,
+//                      strips, segments; resident_units below), launch of forward_kernel
+//     edge_enhance.cu  forward_kernel: thread_place (entry.h), lane_site (geometry.h)
+//     forward.h        ForwardLane, on MarchLane (window.h: the lane's rows, ring and window)
+//     forward.h        forward_march, over window.h's three steps of a march:
+//       window.h         start_ring: the first kRing planes' loads (prefetch.h)
+//       window.h         arrive_plane, each plane: MarchLane::arrive (the slot's rows, the next
+//                        loads, SobelWindow::middle_pass), the strip ends' exchange (lanes.h),
+//                        SobelWindow::inner_pass: the raw derivatives one plane back
+//       window.h         march_in_rounds: the loop, kRing steps per iteration, one per ring slot
+//     forward.h        ForwardLane::emit, each step: m (device_math.h: fast_sqrt), y (strip.h:
+//                      store_strip)
+//
+//   backward, grad_x and grad_alpha
+//     edge_enhance.cu  edge_enhance_backward_cuda: as the forward pass, then backward_kernel and
+//                      channel_sum_kernel
+//     backward.h       BackwardLane, on MarchLane (window.h)
+//     backward.h       backward_march: start_ring, arrive_plane and march_in_rounds (window.h) as
+//                      in the forward pass; each step adjoint_inputs (v from the window),
+//                      inner_adjoint (along the strip, lanes.h's exchange), in 3D share and
+//                      middle_adjoint between two barriers (across rows, through shared memory),
+//                      outer_adjoint (along the march: grad_x one plane back, strip.h)
+//     edge_enhance.cu  backward_kernel: each warp's grad_alpha share into `partials`
+//     edge_enhance.cu  channel_sum_kernel (channel_sum.h): the shares summed per channel
+//
+// From ../edge_stencil.h the march takes clamp_index (the replicate border) and kernel_norm (the
+// normalization it folds into its constants); the rest of its arithmetic is device_math.h's.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>

@@ -16,6 +16,7 @@ from helpers.op import (
     relative_error,
     shape_id,
 )
+from ops.checks import check_edge_backward_inputs
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -178,10 +179,16 @@ def test_eps_must_be_positive_and_finite(eps):
         ops.EdgeEnhance(2, eps=eps)
 
 
-def test_bad_grad_y_is_rejected_by_the_backward_op():
+@pytest.mark.parametrize("grad_y, message", [
+    (torch.randn(1, 2, 3, 5, dtype=torch.float64), r"grad_y must have the shape of x \(.*\), got"),
+    (torch.randn(1, 2, 3, 4, dtype=torch.float32), r"grad_y must have the dtype of x \(.*\), got"),
+])
+def test_bad_grad_y_is_rejected_alike_by_the_backward_op_and_the_python_checks(grad_y, message):
     x, alpha, _ = random_inputs((1, 2, 3, 4))
-    with pytest.raises(RuntimeError, match="grad_y must have the shape of x"):
-        torch.ops.segnet_ops.edge_enhance_backward(torch.randn(1, 2, 3, 5, dtype=torch.float64), x, alpha, 1e-6)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.segnet_ops.edge_enhance_backward(grad_y, x, alpha, 1e-6)
+    with pytest.raises(ValueError, match=message):
+        check_edge_backward_inputs(grad_y, x, alpha, 1e-6)
 
 
 def test_unknown_backend_and_wrong_device_are_rejected():

@@ -1,0 +1,199 @@
+"""The README and docs/ say only what is true of the repository: every `segnet-*`, `python
+train.py`, `python -m ...`, `python scripts/...` and `make` command they show composes or
+parses (Hydra's config for the command, the script's own --help), every repository path they
+name exists, the configuration table lists every option, and no text of the repository refers to
+issues or sessions of its making."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from segnet.commands import Command
+from segnet.config import CONF, register_resolvers
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+README_WORDS = 1500
+
+COMMAND_START = re.compile(r"^\$?\s*(segnet-[a-z]+|python3? train\.py|python3? -m [\w.]+|python3? scripts/\S+|"
+                           r"bash scripts/\S+|make [\w-]+)")
+# Inside a wheel only: the built libraries, and the folders setup.py copies into the packages.
+WHEEL_ONLY = ("ops/_lib", "ops/csrc", "segnet/conf")
+REPOSITORY_PATH = re.compile(r"(?<![\w/.<-])((?:ops|csrc|segnet|conf|tests|scripts|docs|\.ci)/[\w./*-]*"
+                             r"|train\.py|setup\.py|pyproject\.toml|Makefile)(?:::([\w\[\]-]+))?")
+ABOUT_ITS_MAKING = (re.compile(r"\bissues? #?\d+", re.IGNORECASE),
+                    re.compile(r"(?<![\w\"'])sessions?\b(?![\"'])", re.IGNORECASE))
+
+
+def shown_text(doc: Path) -> list[str]:
+    """The code a doc shows: each line of its code blocks (continuations joined) and each inline
+    code span."""
+    shown, block, in_block = [], [], False
+    for line in doc.read_text().splitlines():
+        if line.startswith("```"):
+            in_block = not in_block
+            continue
+        if in_block:
+            block.append(line.rstrip())
+            if not line.rstrip().endswith("\\"):
+                shown.append(" ".join(part.rstrip("\\").strip() for part in block))
+                block = []
+        else:
+            shown.extend(re.findall(r"`([^`]+)`", line))
+    return shown
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    found = []
+    for doc in DOCS:
+        for text in shown_text(doc):
+            if COMMAND_START.match(text):
+                found.append((doc.name, text.split(" #")[0].strip().removeprefix("$").strip()))
+    return sorted(set(found))
+
+
+def arguments(command: str) -> list[str]:
+    """A shown command's words, with the placeholders a doc writes dropped (ARGS, ..., DIR) and
+    an optional or alternative value ([key=a|b]) taken as its first choice."""
+    words = shlex.split(re.sub(r"<(\w+)>", r"\1", command.replace("\\|", "|")))
+    kept = []
+    for word in words:
+        if word.startswith("[") and word.endswith("]") and "=" in word:
+            word = word[1:-1]
+        if "=" in word and not word.startswith("'"):
+            key, value = word.split("=", 1)
+            if "|" in value and not value.startswith("["):
+                word = f"{key}={value.split('|')[0]}"
+        if "=" in word or word.startswith("-"):
+            kept.append(word)
+    return kept
+
+
+def console_scripts() -> dict[str, str]:
+    """segnet's installed commands (pyproject.toml's [project.scripts]): name -> module:function."""
+    return {p.name: p.value for p in entry_points(group="console_scripts") if p.name.startswith("segnet-")}
+
+
+def installed_command(name: str) -> Command:
+    (point,) = [p for p in entry_points(group="console_scripts") if p.name == name]
+    return point.load()
+
+
+def compose_command(command: Command, words: list[str]) -> None:
+    overrides = command.overrides([w for w in words if w not in ("-m", "--multirun")])
+    if "-m" in words or "--multirun" in words:  # a sweep: each swept key at its first value
+        overrides = [o if o.startswith("hydra") else o.split(",")[0] for o in overrides]
+    register_resolvers()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        compose(config_name=command.config_name, overrides=overrides, return_hydra_config=True)
+
+
+@cache
+def script_help(*program: str) -> str:
+    ran = subprocess.run([sys.executable, *program, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert ran.returncode == 0, f"{' '.join(program)} --help failed:\n{ran.stderr[-2000:]}"
+    return ran.stdout
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+def check_command(text: str) -> None:
+    first, *rest = shlex.split(text.replace("\\|", "|"))
+    if first.startswith("segnet-"):
+        assert first in console_scripts(), f"{first} is not a command of pyproject.toml"
+        compose_command(installed_command(first), arguments(" ".join(shlex.quote(w) for w in rest)))
+    elif first in ("python", "python3") and rest[0] == "train.py":
+        compose_command(installed_command("segnet-train"), arguments(" ".join(shlex.quote(w) for w in rest[1:])))
+    elif first in ("python", "python3") and rest[0] == "-m":
+        module = rest[1]
+        if module.startswith("segnet."):
+            command = next(n for n, target in console_scripts().items() if target.startswith(module + ":"))
+            compose_command(installed_command(command), arguments(" ".join(rest[2:])))
+        elif module.startswith("ops."):
+            flags = [w for w in rest[2:] if w.startswith("--")]
+            usage = script_help("-m", module)
+            assert all(flag in usage for flag in flags), f"{text}: {flags} not all in its --help"
+        else:
+            assert module == "build", f"{text}: an unknown module"  # the PyPA build frontend
+    elif first in ("python", "python3", "bash"):
+        script = ROOT / rest[0]
+        assert script.is_file(), f"{text}: {rest[0]} does not exist"
+        if script.suffix == ".py":
+            usage = script_help(str(script))
+            flags = [w.strip("[]") for w in rest[1:] if w.strip("[]").startswith("--")]
+            assert all(flag.split("=")[0] in usage for flag in flags), f"{text}: {flags} not all in its --help"
+    else:
+        assert first == "make" and rest[0] in make_targets(), f"{text}: no such make target"
+
+
+@pytest.mark.parametrize("doc, command", documented_commands(), ids=lambda v: v[:60])
+def test_every_documented_command_composes(doc, command):
+    check_command(command)
+
+
+def test_the_checks_catch_a_wrong_command():
+    for wrong in ("segnet-train data=nowhere", "segnet-train optim.no_such_key=1", "segnet-plan --verify data.nokey=1",
+                  "python scripts/no_such_script.py", "make no-such-target", "python scripts/bench_op.py --no-flag"):
+        with pytest.raises(Exception):  # noqa: B017  Hydra's errors, an AssertionError, anything but a pass
+            check_command(wrong)
+
+
+def named_paths(doc: Path) -> list[tuple[str, str | None]]:
+    text = doc.read_text()
+    links = [link for link in re.findall(r"\]\(([^)#\s]+)", text) if "://" not in link]
+    inline = [m.groups() for code in re.findall(r"`([^`]+)`", text) for m in REPOSITORY_PATH.finditer(code)]
+    block_paths = [m.groups() for line in shown_text(doc) for m in REPOSITORY_PATH.finditer(line)]
+    return [((doc.parent / link).resolve().relative_to(ROOT).as_posix(), None) for link in links] + inline + block_paths
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+def test_every_repository_path_the_docs_name_exists(doc):
+    missing = []
+    for path, test in named_paths(doc):
+        path = path.rstrip(".,:;)")
+        if "<" in path or path.startswith(WHEEL_ONLY):
+            continue
+        matches = list(ROOT.glob(path)) if "*" in path else [ROOT / path] if (ROOT / path).exists() else []
+        if not matches:
+            missing.append(path)
+        elif test is not None and f"def {test.split('[')[0]}(" not in matches[0].read_text():
+            missing.append(f"{path}::{test}")
+    assert not missing, f"{doc.name} names what the repository does not hold: {sorted(set(missing))}"
+
+
+def test_the_group_table_lists_every_option():
+    table = (ROOT / "docs" / "training-and-clusters.md").read_text()
+    rows = dict(re.findall(r"^\| `([\w/]+)` \| (.+) \|$", table, re.MULTILINE))
+    for group in sorted(p for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "paths")):
+        options = {p.stem for p in group.glob("*.yaml")}
+        listed = set(re.findall(r"[\w]+", rows.get(group.name, "")))
+        assert options <= listed, f"conf/{group.name}: {sorted(options - listed)} missing from the group table"
+
+
+def test_the_readme_is_short():
+    words = len((ROOT / "README.md").read_text().split())
+    assert words <= README_WORDS, f"README.md has {words} words; move details into docs/"
+
+
+def tracked_text() -> list[Path]:
+    names = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
+    return [ROOT / n for n in names if Path(n).suffix in {".py", ".md", ".yaml", ".toml", ".h", ".cpp", ".cu", ".sh"}
+            or n in ("Makefile", ".ci/run")]
+
+
+def test_no_text_refers_to_issues_or_sessions():
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in tracked_text() for number, line in enumerate(path.read_text().splitlines(), 1)
+             if any(pattern.search(line) for pattern in ABOUT_ITS_MAKING) and path != Path(__file__)]
+    assert not found, "\n".join(found)
