@@ -13,7 +13,8 @@ time, and the configuration (segnet/conf/), so that `segnet-predict` runs from a
 The op is compiled against the torch the build runs with. With pip's default build isolation
 there is none, and the wheel is pure Python (it builds the op just in time, as
 SEGNET_BUILD_OPS=0 asks for explicitly). SEGNET_BUILD_CUDA=0 leaves the CUDA library out.
-Editable installs (make install) build nothing: a checkout builds just in time.
+Editable installs (make install) build nothing, and neither does `setup.py build_ext`: the op
+is built for wheels (bdist_wheel) only; a checkout builds it just in time.
 """
 
 from __future__ import annotations

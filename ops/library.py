@@ -259,6 +259,8 @@ def where_from(kind: str) -> tuple[str, Path, str]:
 def load(kind: str) -> BuiltLibrary:
     """Load the "cpu" or "cuda" library: the shipped one, else the JIT cache's, else a JIT build;
     idempotent within a process. The CUDA one needs a visible GPU."""
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"ops.library.load: kind must be 'cpu' or 'cuda', got {kind!r}")
     if kind == "cuda":
         return _load_cuda()
     return _load_shipped("cpu", "segnet_ops_cpu") or _build_cpu()

@@ -6,6 +6,9 @@ issues or sessions of its making."""
 
 from __future__ import annotations
 
+import fnmatch
+import importlib
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -104,6 +107,11 @@ def script_help(*program: str) -> str:
     return ran.stdout
 
 
+def knows(usage: str, flag: str) -> bool:
+    """Whether a --help text offers `flag` (a whole option, not the start of a longer one)."""
+    return re.search(rf"(?<![\w-]){re.escape(flag.split('=')[0])}(?![\w-])", usage) is not None
+
+
 def make_targets() -> set[str]:
     return set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
 
@@ -123,7 +131,7 @@ def check_command(text: str) -> None:
         elif module.startswith("ops."):
             flags = [w for w in rest[2:] if w.startswith("--")]
             usage = script_help("-m", module)
-            assert all(flag in usage for flag in flags), f"{text}: {flags} not all in its --help"
+            assert all(knows(usage, flag) for flag in flags), f"{text}: {flags} not all in its --help"
         else:
             assert module == "build", f"{text}: an unknown module"  # the PyPA build frontend
     elif first in ("python", "python3", "bash"):
@@ -132,7 +140,7 @@ def check_command(text: str) -> None:
         if script.suffix == ".py":
             usage = script_help(str(script))
             flags = [w.strip("[]") for w in rest[1:] if w.strip("[]").startswith("--")]
-            assert all(flag.split("=")[0] in usage for flag in flags), f"{text}: {flags} not all in its --help"
+            assert all(knows(usage, flag) for flag in flags), f"{text}: {flags} not all in its --help"
     else:
         assert first == "make" and rest[0] in make_targets(), f"{text}: no such make target"
 
@@ -157,28 +165,62 @@ def named_paths(doc: Path) -> list[tuple[str, str | None]]:
     return [((doc.parent / link).resolve().relative_to(ROOT).as_posix(), None) for link in links] + inline + block_paths
 
 
+@cache
+def tracked() -> frozenset[str]:
+    """The repository's files and folders (a leftover that git ignores is not the repository's)."""
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
+    return frozenset(files) | {str(parent) for f in files for parent in Path(f).parents if str(parent) != "."}
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
 def test_every_repository_path_the_docs_name_exists(doc):
     missing = []
     for path, test in named_paths(doc):
-        path = path.rstrip(".,:;)")
+        path = path.rstrip(".,:;)").rstrip("/")
         if "<" in path or path.startswith(WHEEL_ONLY):
             continue
-        matches = list(ROOT.glob(path)) if "*" in path else [ROOT / path] if (ROOT / path).exists() else []
+        matches = sorted(fnmatch.filter(tracked(), path)) if "*" in path else [path] if path in tracked() else []
         if not matches:
             missing.append(path)
-        elif test is not None and f"def {test.split('[')[0]}(" not in matches[0].read_text():
+        elif test is not None and f"def {test.split('[')[0]}(" not in (ROOT / matches[0]).read_text():
             missing.append(f"{path}::{test}")
     assert not missing, f"{doc.name} names what the repository does not hold: {sorted(set(missing))}"
 
 
-def test_the_group_table_lists_every_option():
+DOTTED = re.compile(r"^((?:segnet|ops)(?:\.\w+)+)$")
+
+
+def importable(dotted: str) -> bool:
+    """Whether `dotted` is a module, or a name that a module defines."""
+    module, _, name = dotted.rpartition(".")
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ModuleNotFoundError:  # a name inside a module, not a submodule
+        return hasattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+def test_every_module_the_docs_name_imports(doc):
+    """`segnet.x.y` in a doc is a module, or a name a module defines."""
+    missing = [code for code in {c for c in re.findall(r"`([^`]+)`", doc.read_text()) if DOTTED.match(c)}
+               if not importable(code)]
+    assert not missing, f"{doc.name} names modules that do not exist: {sorted(missing)}"
+
+
+def listed_options(cell: str) -> set[str]:
+    """The options a row of the group table names: the words before its first colon, outside
+    parentheses."""
+    names = re.sub(r"\([^)]*\)", "", cell.split(":")[0])
+    return {word for word in re.findall(r"\w+", names) if word not in ("presets", "and")}
+
+
+def test_the_group_table_lists_the_options_there_are():
     table = (ROOT / "docs" / "training-and-clusters.md").read_text()
     rows = dict(re.findall(r"^\| `([\w/]+)` \| (.+) \|$", table, re.MULTILINE))
     for group in sorted(p for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "paths")):
         options = {p.stem for p in group.glob("*.yaml")}
-        listed = set(re.findall(r"[\w]+", rows.get(group.name, "")))
-        assert options <= listed, f"conf/{group.name}: {sorted(options - listed)} missing from the group table"
+        assert listed_options(rows.get(group.name, "")) == options, f"conf/{group.name}: the group table lists " \
+            f"{sorted(listed_options(rows.get(group.name, '')))}, the folder holds {sorted(options)}"
 
 
 def test_the_readme_is_short():

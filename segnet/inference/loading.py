@@ -73,11 +73,10 @@ def refusing_unsafe(path: str | Path) -> Iterator[None]:
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backend: str = "auto") -> TrainedModel:
     """A training checkpoint's network, rebuilt from the hyperparameters it holds (segnet's
     training saves them all) with the op on `backend`, its weights loaded, on `device`."""
-    device = torch.device(device)
-    with refusing_unsafe(path):
-        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    with refusing_unsafe(path):  # read on the CPU: only the network's weights go to the device
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    if not hparams or "model" not in hparams or "state_dict" not in checkpoint:
+    if not hparams or not {"model", "data", "inference"} <= hparams.keys() or "state_dict" not in checkpoint:
         raise CheckpointError(f"{path} is not a checkpoint of segnet's training (it lacks the hyperparameters "
                               "and weights it saves): use a run's checkpoints/best.ckpt or last.ckpt")
     net = build_network(hparams["model"], backend)
@@ -87,7 +86,8 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backen
         net.load_state_dict(weights)
     except RuntimeError as error:
         raise CheckpointError(f"{path}'s weights do not fit the network its settings describe: {error}") from None
-    return TrainedModel(net.to(device).eval(), dict(hparams["data"]), dict(hparams["inference"]), device,
+    device = torch.device(device)
+    return TrainedModel(net.to(device), dict(hparams["data"]), dict(hparams["inference"]), device,
                         hparams.get("precision", "32-true"), backend)
 
 

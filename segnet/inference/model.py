@@ -22,6 +22,10 @@ class TrainedModel:
     precision: str = "32-true"  # the trainer's; inference runs under the same autocast
     backend: str = "auto"  # the edge op's backend in net
 
+    def __post_init__(self) -> None:
+        if isinstance(self.net, torch.nn.Module):
+            self.net.eval()  # normalization and dropout as inference needs them, whoever built it
+
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
         """Whole-image logits for a batch (N, C, *spatial) on self.device."""
         return predict_whole_image(self.net, image, int(self.data["spatial_dims"]), self.inference)

@@ -28,7 +28,6 @@ import torch
 
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
-from segnet.model.network import build_network
 
 ANISOTROPY = 3.0
 MIN_BATCH = 2
@@ -63,6 +62,8 @@ def orientation(axis: int) -> str:
 
 def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
+    from segnet.model.network import build_network  # only a plan needs the network: not --verify
+
     net = build_network(model, "python", spatial_dims=spatial_dims, in_channels=in_channels, out_channels=num_classes)
     side = 2 * int(np.prod(model["strides"]))
     x = torch.zeros(1, in_channels, *[side] * spatial_dims)

@@ -26,9 +26,11 @@ log = logging.getLogger(__name__)
 SECTIONS = ("model", "data", "optim", "inference")  # SegmentationModule's hyperparameters that make the run
 # What a resumed run may change: where and how fast it reads its data, how it batches windows;
 # whether the workers or the device augment (the same distributions; auto follows the trainer);
-# the schedule's length, which a resume takes from the checkpoint whatever this says.
+# the schedule's length, which a resume takes from the checkpoint whatever this says; the data
+# module's class and group name, which name the code that reads the data (data=decathlon and
+# data=folder read a folder alike), not the data.
 RESUMABLE = {"data.num_workers", "data.cache_dir", "data.cache_rate", "data.augment_on", "inference.sw_batch_size",
-             "optim.schedule_steps"}
+             "optim.schedule_steps", "data._target_", "data.name"}
 
 
 def run_checkpoints(run_folder: Path) -> list[Path]:

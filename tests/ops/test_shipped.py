@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from helpers import ROOT
@@ -37,6 +38,39 @@ def test_a_library_built_for_another_torch_is_refused_and_the_jit_build_loads(tm
         loaded = library.load.__wrapped__("cpu")
     assert loaded.path.is_relative_to(library.cache_root())  # the JIT cache's, not the shipped one
     assert [r.getMessage() for r in caplog.records] == [f"segnet: not loading the shipped op library: {choice.reason}"]
+
+
+def shipped_record(folder: Path, kind: str, **changed) -> Path:
+    """A shipped-library folder whose build record says `changed` about a (placeholder) library."""
+    folder.mkdir()
+    (folder / f"segnet_ops_{kind}.so").write_bytes(b"")
+    record = shipped.build_record({kind: f"segnet_ops_{kind}.so"}, list(library.cpu_flags()), "9.0")
+    (folder / shipped.BUILD_INFO).write_text(json.dumps({**record, "cuda": torch.version.cuda, **changed}))
+    return folder
+
+
+@pytest.mark.parametrize("kind, changed, reason", [
+    ("cpu", {"cxx11_abi": not torch._C._GLIBCXX_USE_CXX11_ABI}, "was built for torch"),
+    ("cuda", {"cuda": "9.9"}, "was built for CUDA 9.9 but torch runs CUDA"),
+    ("cpu", {"cpu_flags": ["-O3", "-mavx2", "-mfma"]}, "was built with AVX2 instructions, which this CPU lacks"),
+])
+def test_a_library_built_for_another_build_is_refused_with_the_reason(tmp_path, monkeypatch, kind, changed, reason):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")  # a CPU without AVX2
+    choice = shipped.shipped_library(kind, shipped_record(tmp_path / "_lib", kind, **changed))
+    assert choice.path is None and choice.refused and reason in choice.reason
+
+
+def test_a_listed_library_that_is_missing_is_refused(tmp_path):
+    folder = shipped_record(tmp_path / "_lib", "cpu")
+    (folder / "segnet_ops_cpu.so").unlink()
+    choice = shipped.shipped_library("cpu", folder)
+    assert choice.path is None and choice.refused and "is listed in" in choice.reason and "but missing" in choice.reason
+
+
+def test_a_record_for_this_build_is_taken(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    folder = shipped_record(tmp_path / "_lib", "cpu")
+    assert shipped.shipped_library("cpu", folder).path == folder / "segnet_ops_cpu.so"
 
 
 def test_a_library_built_for_this_torch_is_loaded_from_the_package(tmp_path):
