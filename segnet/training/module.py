@@ -1,6 +1,6 @@
-"""The LightningModule: Dice + cross-entropy loss (segnet.model.loss), AdamW with warm-up and cosine
-decay (torch's schedulers), per-class validation Dice (segnet.metrics), whole-image validation inference
-(segnet.inference.windows), TensorBoard images.
+"""The LightningModule: Dice + cross-entropy loss (segnet.model.loss), the optimizer and schedule
+of conf/optim/ (segnet.training.optimizers), per-class validation Dice (segnet.metrics),
+whole-image validation inference (segnet.inference.windows), TensorBoard images.
 
 Validation scores every case's Dice per class; a validation run by itself (trainer.validate, the
 final one of every training) also its HD95 and normalized surface Dice in mm (segnet.metrics.surface_scores,
@@ -20,7 +20,6 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from monai.data import MetaTensor
-from torch.optim import lr_scheduler
 
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
@@ -28,6 +27,7 @@ from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
 from segnet.model.loss import SegmentationLoss
 from segnet.model.network import build_network
+from segnet.training.optimizers import optimizer_and_schedule
 from segnet.training.visualize import validation_panel
 
 CaseScores = dict[str, list[float]]  # metric ("Dice", "HD95", "NSD") -> one value per foreground class
@@ -140,15 +140,6 @@ class SegmentationModule(L.LightningModule):
 
     def configure_optimizers(self):
         optim = self.hparams.optim
-        optimizer = torch.optim.AdamW(self.parameters(), lr=optim["lr"], weight_decay=optim["weight_decay"])
-        # A resumed fit loads the scheduler's state over this one: the first fit's length and
-        # position, whatever trainer.max_epochs the resumed run has.
         total = optim.get("schedule_steps") or int(self.trainer.estimated_stepping_batches)
-        warmup = min(optim["warmup_steps"], max(total // 10, 1))
-        floor = optim["min_lr_ratio"]
-        schedule = lr_scheduler.SequentialLR(optimizer, [
-            lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup, total_iters=warmup - 1),  # (step + 1) / warmup
-            lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total - warmup), eta_min=optim["lr"] * floor),
-            lr_scheduler.LambdaLR(optimizer, lambda _: floor),  # past the end (a longer resumed run): the floor
-        ], milestones=[warmup, total])
+        optimizer, schedule = optimizer_and_schedule(self.parameters(), optim, total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from segnet.errors import ConfigError
 from segnet.inference.loading import one_checkpoint, refusing_unsafe
+from segnet.training.optimizers import named
 
 log = logging.getLogger(__name__)
 SECTIONS = ("model", "data", "optim", "inference")  # SegmentationModule's hyperparameters that make the run
@@ -80,6 +81,7 @@ def flatten(section: Any, prefix: str) -> dict[str, Any]:
 
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """`key: saved there, current here` for every setting of SECTIONS that differs."""
+    saved = {**saved, "optim": named(saved.get("optim", {}))}
     before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}
     now = {k: v for s in SECTIONS for k, v in flatten(current[s], s).items()}
     missing = object()
