@@ -118,7 +118,12 @@ class EdgeUNet(nn.Module):
         return [m for m in self.modules() if isinstance(m, EdgeEnhance)]
 
 
+# Keys of a model config that say how a run starts, not what the network is.
+NOT_ARCHITECTURE = ("init_from",)
+
+
 def build_network(model: dict[str, Any], backend: str, **overrides: Any) -> EdgeUNet:
-    """The network of a model config (conf/model/, whose keys are EdgeUNet's arguments), with
-    `overrides` of some of them (planning counts both spatial modes)."""
-    return EdgeUNet(**{**model, **overrides}, edge_backend=backend)
+    """The network of a model config (conf/model/, whose other keys are EdgeUNet's arguments),
+    with `overrides` of some of them (planning counts both spatial modes)."""
+    architecture = {key: value for key, value in model.items() if key not in NOT_ARCHITECTURE}
+    return EdgeUNet(**{**architecture, **overrides}, edge_backend=backend)

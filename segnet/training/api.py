@@ -28,6 +28,7 @@ from segnet.inference.loading import refusing_unsafe
 from segnet.planning.api import plan_for_run, record_plan
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
+from segnet.training.fine_tuning import initialize_from
 from segnet.training.module import SegmentationModule
 from segnet.training.resume import check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
@@ -204,6 +205,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     module = build_module(cfg, backend)
     if cfg.ckpt_path is not None:  # before this run writes into the folder
         check_same_run(cfg.ckpt_path, dict(module.hparams), given)
+    elif cfg.model.get("init_from") is not None:  # fine-tuning: another run's weights, a new schedule
+        initialize_from(module.net, cfg.model.init_from)
     record_plan(plan, output_dir)
     if getattr(datamodule, "split", None) is not None and is_first_process():
         write_json(output_dir / "splits.json", datamodule.split.to_json())
