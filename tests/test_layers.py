@@ -29,6 +29,7 @@ LAYERS = (
     ("inference",),
     ("training",),
     ("evaluation", "export"),
+    ("postprocessing",),
 )
 LAYER_OF = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 

@@ -12,7 +12,8 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
 from segnet.inference.api import check_headers
-from segnet.inference.loading import load_for_inference, one_checkpoint
+from segnet.inference.loading import load_for_inference, one_checkpoint, run_folder
+from segnet.inference.postprocessing import rules_for
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,11 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     cases = select_cases(description, cfg.data.split, model.data, run_splits)
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
     output_dir = Path(cfg.paths.output_dir)
-    log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s)", checkpoint, len(cases), cfg.data.split,
-             description.root, model.backend, cfg.tta)
-    results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm)).run(cases)
+    rules = rules_for(cfg.postprocessing, [run_folder(checkpoint)])
+    log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
+             cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
+    results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
+                        rules=rules).run(cases)
     summary = summarize(results, list(model.data["class_names"]))
     write_reports(summary, output_dir)
     log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports in %s", summary["foreground_mean"]["Dice"],

@@ -26,6 +26,7 @@ from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
 from segnet.inference.model import TrainedModel
+from segnet.inference.postprocessing import NONE, Rules
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
 
@@ -72,19 +73,24 @@ class CaseResult:
 METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_ref", "volume_pred_mm3", "volume_ref_mm3")
 
 
-def score_case(
-    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
-    ignore_label: int | None = None,
-) -> dict[str, dict[str, Any]]:
+def read_reference(label_file: str, shape: tuple[int, ...]) -> tuple[np.ndarray, list[float]]:
+    """A case's label map (int64) and its voxel spacing, checked to lie on its image's grid."""
     label_image = nib.load(label_file)
     try:
         reference = np.asarray(label_image.dataobj).astype(np.int64)
     except Exception as error:  # a gzip stream that ends early, a corrupt one
         raise DatasetError(read_problem(label_file, error)) from None
-    if reference.shape != prediction.shape:
-        raise ConfigError(f"{label_file} has shape {reference.shape} but its image {prediction.shape}")
+    if reference.shape != tuple(shape):
+        raise ConfigError(f"{label_file} has shape {reference.shape} but its image {tuple(shape)}")
+    return reference, [float(s) for s in label_image.header.get_zooms()[: reference.ndim]]
+
+
+def score_case(
+    prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
+    ignore_label: int | None = None,
+) -> dict[str, dict[str, Any]]:
+    reference, spacing = read_reference(label_file, prediction.shape)
     prediction, reference, scored = drop_ignored(prediction.astype(np.int64), reference, ignore_label)
-    spacing = [float(s) for s in label_image.header.get_zooms()[: reference.ndim]]
     voxel_mm3 = float(np.prod(spacing))
     pred_t, ref_t = torch.from_numpy(prediction.astype(np.int64)), torch.from_numpy(reference)
     dice = dice_per_class(pred_t, ref_t, len(class_names))
@@ -103,8 +109,9 @@ class Evaluator(PredictionWriter):
     """Predictions (predictions/<case>.nii.gz in output_dir) scored against each case's label."""
 
     def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
-                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM):
-        super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions")
+                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE):
+        super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions",
+                         rules=rules)
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
 

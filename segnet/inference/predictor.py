@@ -26,6 +26,7 @@ from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
 from segnet.inference.model import TrainedModel
+from segnet.inference.postprocessing import NONE, Rules
 from segnet.inference.windows import plain, predict_with_flips, training_autocast
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,10 @@ class Prediction:
 class PredictionWriter:
     """Loads a case, predicts it, maps the result back to the image's grid and writes it."""
 
-    def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False):
+    def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False,
+                 rules: Rules = NONE):
         self.predictor = predictor
+        self.rules = rules
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
         self.load = eval_transforms(with_label=False, **predictor.geometry)
@@ -151,7 +154,7 @@ class PredictionWriter:
         meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
         loaded["prob"] = MetaTensor(probabilities, **meta)
         restored = np.asarray(self.restore(loaded)["prob"], np.float32)
-        label_map = restored.argmax(0).astype(np.uint8)
+        label_map = self.rules.apply(restored.argmax(0).astype(np.uint8))
         first_image = nib.load(case.images[0])
         if self.save_probabilities:
             with atomic_path(self.output_dir / f"{case.name}.npz") as temporary:

@@ -1,0 +1,1 @@
+"""segnet-postprocess: the postprocessing rules decided on the cross-validation's predictions."""

@@ -1,0 +1,67 @@
+"""From a postprocessing config to postprocessing.json: what segnet-postprocess runs.
+
+Each run (a fold of the cross-validation) predicts the cases it was validated on with its
+checkpoint, as segnet-evaluate does but without any postprocessing; every case is scored under
+each rule as it is predicted (segnet.postprocessing.decide), and the rules that raise the mean
+Dice are written to the output folder and into every run folder, where segnet-predict and
+segnet-evaluate find them (postprocessing=auto)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from segnet.data.dataset_json import describe_dataset
+from segnet.errors import ConfigError
+from segnet.evaluation.evaluator import check_compatible, read_reference, select_cases
+from segnet.files import write_json
+from segnet.inference.api import check_headers
+from segnet.inference.loading import load_for_inference
+from segnet.inference.postprocessing import FILE
+from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.metrics import nanmean
+from segnet.postprocessing.decide import case_scores, decide
+
+log = logging.getLogger(__name__)
+USAGE = "segnet-postprocess data.root=DATASET 'runs=[RUN_FOLD0,RUN_FOLD1,...]'"
+
+
+def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> list[dict[str, list[float]]]:
+    """Every validation case of one run, predicted and scored under each trial."""
+    checkpoint = run / "checkpoints" / cfg.checkpoint
+    if not checkpoint.is_file():
+        raise ConfigError(f"{checkpoint} is not a file: runs= takes training run folders ({USAGE})")
+    model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
+    check_compatible(model, description)
+    cases = select_cases(description, "validation", model.data, run / "splits.json")
+    check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
+    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output)
+    scores = []
+    for case in cases:
+        prediction = writer.run_case(case).label_map
+        reference, _ = read_reference(case.label, prediction.shape)
+        scores.append(case_scores(prediction, reference, description.num_classes, description.ignore_label))
+    log.info("%s: %d validation case(s) predicted into %s", run, len(cases), output)
+    return scores
+
+
+def postprocess(cfg: DictConfig) -> dict[str, Any]:
+    if OmegaConf.is_missing(cfg.data, "root") or not cfg.get("runs"):
+        raise ConfigError(f"data.root and runs are required: {USAGE}")
+    description = describe_dataset(str(cfg.data.root))
+    runs = [Path(run) for run in cfg.runs]
+    output = Path(cfg.paths.output_dir)
+    scores = [s for i, run in enumerate(runs) for s in fold_scores(run, cfg, description, output / f"run_{i}")]
+    rules, means = decide(scores)
+    names = description.class_names[1:]
+    record = {**rules.to_json(), "decided_on": {
+        "runs": [str(run.resolve()) for run in runs], "cases": len(scores),
+        "mean_dice_per_class": {trial: dict(zip(names, values, strict=True)) for trial, values in means.items()}}}
+    for folder in (output, *runs):
+        write_json(folder / FILE, record)
+    log.info("postprocessing %s (mean foreground Dice %.4f, %.4f without) in %s and the %d run folder(s)",
+             rules.to_json(), nanmean(means["chosen"]), nanmean(means["none"]), output, len(runs))
+    return record

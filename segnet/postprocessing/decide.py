@@ -1,0 +1,48 @@
+"""Which postprocessing rules (segnet.inference.postprocessing) raise the cross-validation's mean
+Dice, as nnU-Net decides them: first the largest component of the foreground as a whole, kept
+when it raises the mean Dice over the foreground classes; then, on top, the largest component of
+each class, kept when it raises that class's Dice. A tie keeps the prediction as it is.
+
+A class's rule changes that class's voxels alone, so each class's Dice under its rule does not
+depend on the other classes' rules: four label maps per case (none, foreground, each with every
+class's rule) give every Dice the decision needs, and a case is scored once, as it is predicted,
+whatever the number of cases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+from segnet.inference.postprocessing import Rules
+from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
+
+TRIALS = ("none", "foreground", "classes", "foreground and classes")
+
+
+def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int,
+                ignore_label: int | None = None) -> dict[str, list[float]]:
+    """A case's Dice per foreground class under each trial of TRIALS."""
+    every_class = tuple(range(1, num_classes))
+    trials = dict(zip(TRIALS, (Rules(), Rules(True), Rules(False, every_class), Rules(True, every_class)),
+                      strict=True))
+    scores = {}
+    for name, rules in trials.items():
+        kept, known, _ = drop_ignored(rules.apply(prediction).astype(np.int64), reference.astype(np.int64),
+                                      ignore_label)
+        scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known), num_classes)
+    return scores
+
+
+def decide(per_case: Iterable[dict[str, list[float]]]) -> tuple[Rules, dict[str, list[float]]]:
+    """The rules, from every case's case_scores, and the mean Dice per class of each trial and of
+    the rules chosen."""
+    cases = list(per_case)
+    means = {name: mean_per_class([case[name] for case in cases]) for name in TRIALS}
+    foreground = nanmean(means["foreground"]) > nanmean(means["none"])
+    before = means["foreground" if foreground else "none"]
+    after = means["foreground and classes" if foreground else "classes"]
+    classes = tuple(c for c in range(1, len(before) + 1) if after[c - 1] > before[c - 1])
+    chosen = [after[c - 1] if c in classes else before[c - 1] for c in range(1, len(before) + 1)]
+    return Rules(foreground, classes), {**means, "chosen": chosen}

@@ -1,0 +1,101 @@
+"""Postprocessing decided on the cross-validation (segnet-postprocess) and applied by prediction and
+evaluation: the largest connected component of the foreground or of a class is kept only where it
+raises the mean Dice; the rules travel in the run folder's postprocessing.json."""
+
+from __future__ import annotations
+
+import json
+
+import nibabel as nib
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from helpers.training import compose_config, train_tiny_task
+from segnet.errors import ConfigError
+from segnet.evaluation.api import evaluate
+from segnet.evaluation.evaluator import Evaluator
+from segnet.inference.postprocessing import FILE, NONE, Rules, read_rules, rules_for
+from segnet.postprocessing.api import postprocess
+from segnet.postprocessing.decide import case_scores, decide
+
+
+def two_class_case() -> tuple[np.ndarray, np.ndarray]:
+    """A 2D case: class 1 one square in the reference, predicted with a stray 2 x 2 island; class
+    2 two separate squares in the reference, both predicted."""
+    reference = np.zeros((20, 20), np.uint8)
+    reference[2:6, 2:6] = 1                   # 16 voxels of class 1
+    reference[12:15, 2:5] = 2                 # 9 + 9 voxels of class 2, apart
+    reference[12:15, 15:18] = 2
+    prediction = reference.copy()
+    prediction[16:18, 9:11] = 1               # 4 stray voxels of class 1
+    return prediction, reference
+
+
+def test_the_rules_keep_the_largest_component_of_the_foreground_or_of_a_class():
+    prediction, _ = two_class_case()
+    by_class = Rules(classes=(1,)).apply(prediction)
+    assert (by_class[16:18, 9:11] == 0).all() and (by_class[2:6, 2:6] == 1).all() and (by_class == 2).sum() == 18
+    foreground = Rules(foreground=True).apply(prediction)  # the largest of all foreground together: class 1's square
+    assert (foreground == 1).sum() == 16 and (foreground == 2).sum() == 0
+    assert np.array_equal(NONE.apply(prediction), prediction)
+
+
+def test_a_rule_is_kept_only_where_it_raises_the_mean_dice():
+    prediction, reference = two_class_case()
+    scores = case_scores(prediction, reference, 3)
+    assert scores["none"] == pytest.approx([2 * 16 / (20 + 16), 1.0])
+    assert scores["classes"] == pytest.approx([1.0, 2 * 9 / (9 + 18)])  # class 2 loses a square
+    assert scores["foreground"] == pytest.approx([1.0, 0.0])
+    rules, means = decide([scores, scores])
+    assert rules == Rules(foreground=False, classes=(1,))  # class 1's island goes; class 2 keeps both squares
+    assert means["chosen"] == pytest.approx([1.0, 1.0])
+    assert decide([case_scores(reference, reference, 3)])[0] == NONE  # a tie changes nothing
+
+
+def test_the_rules_are_found_beside_the_checkpoints_and_must_agree(tmp_path):
+    one, other = tmp_path / "fold0", tmp_path / "fold1"
+    for folder in (one, other):
+        folder.mkdir()
+    (one / FILE).write_text(json.dumps(Rules(True, (2,)).to_json()))
+    assert rules_for("auto", [one]) == Rules(True, (2,))
+    assert rules_for("none", [one]) == NONE and rules_for("auto", [other]) == NONE
+    with pytest.raises(ConfigError, match="different postprocessing.json"):
+        rules_for("auto", [one, other])
+    (other / FILE).write_text("{}")
+    with pytest.raises(ConfigError, match="is not a postprocessing file of segnet-postprocess"):
+        read_rules(other / FILE)
+
+
+def class_components(folder, label: int) -> list[int]:
+    """How many connected components of `label` each label map in `folder` holds."""
+    return [ndimage.label(np.asarray(nib.load(path).dataobj) == label, np.ones((3, 3, 3)))[1]
+            for path in sorted(folder.glob("*.nii.gz"))]
+
+
+@pytest.mark.slow
+def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(tmp_path_factory, tmp_path,
+                                                                               monkeypatch):
+    root, run = train_tiny_task(tmp_path_factory, "data.patch_size=[16,16,16]", "data.batch_size=1")
+    record = postprocess(compose_config([f"data.root={root}", f"runs=[{run}]", "checkpoint=last.ckpt", "tta=false",
+                                         "op=cpp"], output_dir=tmp_path / "decided", name="postprocess"))
+    assert json.loads((run / FILE).read_text()) == record == json.loads((tmp_path / "decided" / FILE).read_text())
+    assert record["decided_on"]["cases"] == len(list((tmp_path / "decided" / "run_0").glob("*.nii.gz"))) > 0
+
+    # Evaluation with the run's rules (auto) and without: every prediction gets a stray class-1
+    # island in a corner, which keeping class 1's largest component removes.
+    (run / FILE).write_text(json.dumps(Rules(classes=(1,)).to_json()))
+    predict = Evaluator.predict
+
+    def with_an_island(self, image):
+        probabilities = predict(self, image).clone()
+        probabilities[:, :2, :2, :2] = 0
+        probabilities[1, :2, :2, :2] = 1
+        return probabilities
+
+    monkeypatch.setattr(Evaluator, "predict", with_an_island)
+    for given in ("auto", "none"):
+        evaluate(compose_config([f"data.root={root}", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", "op=cpp",
+                                 f"postprocessing={given}"], output_dir=tmp_path / given, name="evaluate"))
+    assert set(class_components(tmp_path / "auto" / "predictions", 1)) == {1}
+    assert min(class_components(tmp_path / "none" / "predictions", 1)) >= 2
