@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -101,10 +103,20 @@ print(json.dumps(sorted({m.split(".")[1] for m in sys.modules if m.startswith("s
 """
 
 
+@pytest.fixture(scope="module")
+def imported_alone() -> dict[str, subprocess.CompletedProcess]:
+    """IMPORT_ALL for every package, as many at once as there are cores."""
+    def run(name: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", IMPORT_ALL, f"segnet.{name}"], capture_output=True, text=True,
+                              cwd=ROOT, timeout=600)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        return dict(zip(sorted(LAYER_OF), pool.map(run, sorted(LAYER_OF)), strict=True))
+
+
 @pytest.mark.parametrize("name", sorted(LAYER_OF))
-def test_each_package_imports_alone_and_loads_nothing_above_it(name):
-    loaded = subprocess.run([sys.executable, "-c", IMPORT_ALL, f"segnet.{name}"], capture_output=True, text=True,
-                            cwd=ROOT, timeout=300)
+def test_each_package_imports_alone_and_loads_nothing_above_it(name, imported_alone):
+    loaded = imported_alone[name]
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     above = [m for m in json.loads(loaded.stdout.splitlines()[-1]) if LAYER_OF[m] > LAYER_OF[name]]
     assert not above, f"importing segnet.{name} loads {above}"
