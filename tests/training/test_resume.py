@@ -295,7 +295,8 @@ def slurm_job(monkeypatch) -> None:
 
 
 def test_a_run_saved_under_the_data_modules_older_names_is_the_same_run():
-    sections = {"model": {"channels": [8, 16]}, "optim": {"lr": 0.003}, "inference": {"overlap": 0.5}}
+    sections = {"model": {"channels": [8, 16]}, "optim": {"name": "adamw_cosine", "lr": 0.003},
+                "inference": {"overlap": 0.5}}
     saved = {**sections, "data": {"_target_": "segnet.data.decathlon.DecathlonDataModule", "name": "decathlon",
                                   "fold": 0}}
     now = {**sections, "data": {"_target_": "segnet.training.folder_data.FolderDataModule", "name": "folder",
