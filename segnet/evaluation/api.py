@@ -25,7 +25,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     description = describe_dataset(str(cfg.data.root))
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
     check_compatible(model, description)
-    run_splits = checkpoint.resolve().parent.parent / "splits.json"  # <run>/checkpoints/<name>.ckpt
+    run_splits = run_folder(checkpoint) / "splits.json"
     cases = select_cases(description, cfg.data.split, model.data, run_splits)
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
     output_dir = Path(cfg.paths.output_dir)

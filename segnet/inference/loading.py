@@ -70,18 +70,26 @@ def refusing_unsafe(path: str | Path) -> Iterator[None]:
         ) from None
 
 
+def read_checkpoint(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """A checkpoint, read weights-only on the CPU, and its network's weights (names without the
+    training module's prefix; none if it is not a checkpoint of segnet's training)."""
+    with refusing_unsafe(path):
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(checkpoint, dict):
+        return {}, {}
+    state = checkpoint.get("state_dict", {})
+    return checkpoint, {name.removeprefix(NET): value for name, value in state.items() if name.startswith(NET)}
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backend: str = "auto") -> TrainedModel:
     """A training checkpoint's network, rebuilt from the hyperparameters it holds (segnet's
     training saves them all) with the op on `backend`, its weights loaded, on `device`."""
-    with refusing_unsafe(path):  # read on the CPU: only the network's weights go to the device
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    if not hparams or not {"model", "data", "inference"} <= hparams.keys() or "state_dict" not in checkpoint:
+    checkpoint, weights = read_checkpoint(path)  # on the CPU: only the network's weights go to the device
+    hparams = checkpoint.get("hyper_parameters")
+    if not hparams or not {"model", "data", "inference"} <= hparams.keys() or not weights:
         raise CheckpointError(f"{path} is not a checkpoint of segnet's training (it lacks the hyperparameters "
                               "and weights it saves): use a run's checkpoints/best.ckpt or last.ckpt")
     net = build_network(hparams["model"], backend)
-    weights = {name.removeprefix(NET): value for name, value in checkpoint["state_dict"].items()
-               if name.startswith(NET)}
     try:
         net.load_state_dict(weights)
     except RuntimeError as error:

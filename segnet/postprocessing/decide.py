@@ -24,13 +24,12 @@ TRIALS = ("none", "foreground", "classes", "foreground and classes")
 def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int,
                 ignore_label: int | None = None) -> dict[str, list[float]]:
     """A case's Dice per foreground class under each trial of TRIALS."""
-    every_class = tuple(range(1, num_classes))
-    trials = dict(zip(TRIALS, (Rules(), Rules(True), Rules(False, every_class), Rules(True, every_class)),
-                      strict=True))
+    every_class = Rules(classes=tuple(range(1, num_classes)))
+    foreground = Rules(foreground=True).apply(prediction)
+    maps = (prediction, foreground, every_class.apply(prediction), every_class.apply(foreground))
     scores = {}
-    for name, rules in trials.items():
-        kept, known, _ = drop_ignored(rules.apply(prediction).astype(np.int64), reference.astype(np.int64),
-                                      ignore_label)
+    for name, label_map in zip(TRIALS, maps, strict=True):
+        kept, known, _ = drop_ignored(label_map.astype(np.int64), reference.astype(np.int64), ignore_label)
         scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known), num_classes)
     return scores
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from segnet.errors import ConfigError
-from segnet.inference.loading import NET, refusing_unsafe
+from segnet.inference.loading import read_checkpoint
 
 log = logging.getLogger(__name__)
 HEAD = "head."  # EdgeUNet's output convolution: one channel per class
@@ -23,10 +23,7 @@ def checkpoint_weights(path: Path) -> dict[str, torch.Tensor]:
     """The network's weights of a checkpoint of segnet's training, read weights-only."""
     if not path.is_file():
         raise ConfigError(f"model.init_from={path} is not a file; point it at a run's checkpoints/best.ckpt")
-    with refusing_unsafe(path):
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    state = checkpoint.get("state_dict", {}) if isinstance(checkpoint, dict) else {}
-    weights = {name.removeprefix(NET): value for name, value in state.items() if name.startswith(NET)}
+    _, weights = read_checkpoint(path)
     if not weights:
         raise ConfigError(f"model.init_from={path} holds no network weights of segnet's training; point it at a "
                           "run's checkpoints/best.ckpt or last.ckpt")
