@@ -39,14 +39,14 @@ def export_model(model: TrainedModel, output: Path, export_format: str) -> dict[
     metadata with the times it took."""
     net, device = model.net, model.device
     data = dict(model.data)
-    stride = net.downsampling
+    stride = list(net.downsampling)  # per axis
     dims = int(data["spatial_dims"])
-    example = torch.zeros(2, int(data["in_channels"]), *[2 * stride] * dims, device=device)
+    example = torch.zeros(2, int(data["in_channels"]), *[2 * s for s in stride], device=device)
     dynamic = {0: torch.export.Dim("batch", min=1, max=MAX_BATCH)}
     # At least two strides per axis: one would leave the deepest level a single voxel, a size
     # the exported program specializes on.
-    dynamic.update({axis: stride * torch.export.Dim(f"blocks_{axis}", min=2, max=MAX_SIDE // stride)
-                    for axis in range(2, 2 + dims)})
+    dynamic.update({2 + axis: s * torch.export.Dim(f"blocks_{axis}", min=2, max=MAX_SIDE // s)
+                    for axis, s in enumerate(stride)})
     start = time.perf_counter()
     with torch.no_grad():
         program = torch.export.export(net, (example,), dynamic_shapes={"x": dynamic})
@@ -63,7 +63,8 @@ def export_model(model: TrainedModel, output: Path, export_format: str) -> dict[
         "torch": torch.__version__,
         "edge_op_nodes": sum(1 for n in program.graph.nodes if n.target == torch.ops.segnet_ops.edge_enhance.default),
         "input": {"channels": int(data["in_channels"]), "spatial_dims": dims, "multiple_of": stride,
-                  "min_side": 2 * stride, "max_side": MAX_SIDE, "max_batch": MAX_BATCH, "dtype": "float32"},
+                  "min_side": [2 * s for s in stride], "max_side": MAX_SIDE, "max_batch": MAX_BATCH,
+                  "dtype": "float32"},
         "data": data,
         "inference": dict(model.inference),
         "seconds": {"export": export_seconds, "package": time.perf_counter() - start},

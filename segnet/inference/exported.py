@@ -14,7 +14,7 @@ import torch
 import ops
 from segnet.errors import ConfigError
 from segnet.inference.model import TrainedModel
-from segnet.model.network import on_stride_multiples
+from segnet.model.network import Level, on_stride_multiples
 
 
 def metadata_path(package: Path) -> Path:
@@ -33,7 +33,7 @@ def load_package(package: Path, export_format: str, device: torch.device):
 class OnStrideMultiples:
     """The exported program, called on images padded to the sizes it accepts."""
 
-    def __init__(self, program, stride: int, min_side: int):
+    def __init__(self, program, stride: Level, min_side: Level):
         self.program, self.stride, self.min_side = program, stride, min_side
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -52,7 +52,7 @@ def load_exported(package: Path, device: torch.device) -> TrainedModel:
             f"{package} was compiled for {metadata['device']} but prediction runs on {device.type}: export it "
             f"again with device={device.type}, or predict with device={metadata['device']}"
         )
-    net = OnStrideMultiples(load_package(package, metadata["format"], device), int(metadata["input"]["multiple_of"]),
-                            int(metadata["input"]["min_side"]))
+    net = OnStrideMultiples(load_package(package, metadata["format"], device), metadata["input"]["multiple_of"],
+                            metadata["input"]["min_side"])
     backend = "cuda" if device.type == "cuda" else "cpp"  # the fused op is what an export calls
     return TrainedModel(net, metadata["data"], metadata["inference"], device, "32-true", backend)

@@ -2,13 +2,17 @@
 
 With an ignore label (dataset.json's "ignore"), both terms see only the voxels whose class is
 known: the Dice term through MONAI's MaskedDiceLoss, cross-entropy through its ignore_index.
+
+Deep supervision (model.deep_supervision) takes the same loss at every resolution the network
+returns, through MONAI's DeepSupervisionLoss: the label downsampled to each by nearest-exact
+interpolation, the weights nnU-Net's (halving per level, summing to one).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from monai.losses import DiceCELoss, MaskedDiceLoss
+from monai.losses import DeepSupervisionLoss, DiceCELoss, MaskedDiceLoss
 from torch import nn
 
 
@@ -29,3 +33,16 @@ class SegmentationLoss(nn.Module):
         dice = self.masked_dice(logits, label * known, mask=known)
         cross_entropy = F.cross_entropy(logits, label[:, 0].long(), ignore_index=self.ignore_label)
         return dice + cross_entropy
+
+
+def supervision_weights(levels: int) -> list[float]:
+    """The weights of `levels` outputs, full resolution first: halving per level, summing to one."""
+    halves = [0.5**level for level in range(levels)]
+    return [weight / sum(halves) for weight in halves]
+
+
+def training_loss(ignore_label: int | None, levels: int = 1) -> nn.Module:
+    """The loss of a network with `levels` outputs (1: no deep supervision). Labels come as
+    floats holding the class numbers: nearest interpolation has no integer kernels."""
+    loss = SegmentationLoss(ignore_label)
+    return loss if levels == 1 else DeepSupervisionLoss(loss, weights=supervision_weights(levels))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,15 +18,34 @@ PLACEMENTS = ("input", "skips")
 SKIP_LAYERS = ("edge", "sharpen")
 
 
-def on_stride_multiples(net, x: torch.Tensor, stride: int, minimum: int = 0) -> torch.Tensor:
+Level = int | Sequence[int]  # a stride or kernel: one for every axis, or one per axis
+
+
+def per_axis(value: Level, dims: int) -> tuple[int, ...]:
+    return (int(value),) * dims if isinstance(value, int) else tuple(int(v) for v in value)
+
+
+def total_strides(strides: Sequence[Level], dims: int) -> tuple[int, ...]:
+    """The network's downsampling per axis: the product of its levels' strides."""
+    return tuple(math.prod(per_axis(level, dims)[axis] for level in strides) for axis in range(dims))
+
+
+def on_stride_multiples(net, x: torch.Tensor, stride: Level, minimum: Level = 0) -> torch.Tensor | list[torch.Tensor]:
     """net(x) for any spatial size: each axis padded (replicating the border) up to a multiple of
-    `stride` and at least `minimum`, and the output cropped back."""
+    `stride` (per axis, or one for all) and at least `minimum`, and the output cropped back. A
+    deeply supervised network's lower-resolution outputs are cropped to the same extent."""
     size = x.shape[2:]
-    pad = [max(s + (-s) % stride, minimum) - s for s in size]
+    stride, minimum = per_axis(stride, len(size)), per_axis(minimum, len(size))
+    pad = [max(s + (-s) % k, m) - s for s, k, m in zip(size, stride, minimum, strict=True)]
     if not any(pad):
         return net(x)
-    padded = F.pad(x, [p for extra in reversed(pad) for p in (0, extra)], mode="replicate")
-    return net(padded)[(..., *(slice(0, s) for s in size))]
+    output = net(F.pad(x, [p for extra in reversed(pad) for p in (0, extra)], mode="replicate"))
+    if isinstance(output, torch.Tensor):
+        return output[(..., *(slice(0, s) for s in size))]
+    padded = [s + p for s, p in zip(size, pad, strict=True)]
+    return [level[(..., *(slice(0, math.ceil(s * o / q)) for s, o, q in zip(size, level.shape[2:], padded,
+                                                                          strict=True)))]
+            for level in output]
 
 
 class EdgeUNet(nn.Module):
@@ -37,6 +57,12 @@ class EdgeUNet(nn.Module):
     an empty placement is the plain U-Net. For the ablation's baselines, ``skip_layer="sharpen"``
     puts Sharp U-Net's fixed filter on the skips instead of the edge layer, and
     ``edge_alpha_trainable=False`` keeps every edge layer's strengths at ``edge_alpha_init``.
+
+    A stride is one for all axes or one per axis (an anisotropic plan's ``[1, 2, 2]``). With
+    ``deep_supervision``, training's forward returns a list: the full-resolution logits, then
+    logits of the decoder at each coarser level but the coarsest (nnU-Net leaves the level next to
+    the bottleneck out of the loss: its weight would be the smallest and it sees only a few voxels).
+    In eval mode (validation, prediction, export) it returns the full-resolution logits alone.
     """
 
     def __init__(
@@ -54,6 +80,7 @@ class EdgeUNet(nn.Module):
         edge_alpha_init: float = 0.1,
         edge_alpha_trainable: bool = True,
         skip_layer: str = "edge",
+        deep_supervision: bool = False,
         edge_backend: str = "auto",
     ):
         super().__init__()
@@ -64,6 +91,10 @@ class EdgeUNet(nn.Module):
                 f"EdgeUNet: need at least 2 channels and one stride per level below the top "
                 f"(len(strides) == len(channels) - 1), got channels={list(channels)}, strides={list(strides)}"
             )
+        levels = [per_axis(level, spatial_dims) for level in strides]
+        if any(len(level) != spatial_dims or min(level) < 1 for level in levels):
+            raise ValueError(f"EdgeUNet: each stride is a positive integer or one per axis ({spatial_dims} of them), "
+                             f"got strides={list(strides)}")
         unknown = set(edge_placement) - set(PLACEMENTS)
         if unknown:
             raise ValueError(f"EdgeUNet: edge placement must be a subset of {list(PLACEMENTS)}, got {sorted(unknown)}")
@@ -87,32 +118,41 @@ class EdgeUNet(nn.Module):
 
         self.input_edge = edge(in_channels, "input")
         self.stem = residual(in_channels, channels[0])
-        self.down = nn.ModuleList(residual(channels[i], channels[i + 1], strides[i]) for i in range(len(strides)))
+        self.down = nn.ModuleList(residual(channels[i], channels[i + 1], levels[i]) for i in range(len(strides)))
         self.skip_edges = nn.ModuleList(edge(channels[i], "skips") for i in range(len(strides)))
         self.upsample = nn.ModuleList(
             Convolution(
-                spatial_dims, channels[i + 1], channels[i], strides=strides[i], kernel_size=3, act=act, norm=norm,
+                spatial_dims, channels[i + 1], channels[i], strides=levels[i], kernel_size=3, act=act, norm=norm,
                 dropout=dropout, is_transposed=True,
             )
             for i in range(len(strides))
         )
         self.fuse = nn.ModuleList(residual(2 * channels[i], channels[i]) for i in range(len(strides)))
         self.head = Convolution(spatial_dims, channels[0], out_channels, kernel_size=1, conv_only=True)
-        self.downsampling = int(torch.tensor(list(strides)).prod())
+        supervised = range(1, len(strides) - 1) if deep_supervision else range(0)
+        self.supervision_heads = nn.ModuleList(
+            Convolution(spatial_dims, channels[i], out_channels, kernel_size=1, conv_only=True) for i in supervised
+        )
+        self.downsampling = total_strides(levels, spatial_dims)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor | list[torch.Tensor]:
         # The decoder's upsampled maps line up with the skips only on multiples of the stride.
         return on_stride_multiples(self._unet, x, self.downsampling)
 
-    def _unet(self, x: torch.Tensor) -> torch.Tensor:
+    def _unet(self, x: torch.Tensor) -> torch.Tensor | list[torch.Tensor]:
         h = self.stem(self.input_edge(x))
         skips = []
         for down, skip_edge in zip(self.down, self.skip_edges, strict=True):
             skips.append(skip_edge(h))
             h = down(h)
+        coarser = []  # the supervised levels' logits, coarsest first
+        supervise = self.training and len(self.supervision_heads) > 0
         for i in reversed(range(len(self.down))):
             h = self.fuse[i](torch.cat([skips[i], self.upsample[i](h)], dim=1))
-        return self.head(h)
+            if supervise and 0 < i <= len(self.supervision_heads):
+                coarser.append(self.supervision_heads[i - 1](h))
+        logits = self.head(h)
+        return [logits, *reversed(coarser)] if supervise else logits
 
     def edge_layers(self) -> list[EdgeEnhance]:
         return [m for m in self.modules() if isinstance(m, EdgeEnhance)]

@@ -1,5 +1,5 @@
-"""The LightningModule: Dice + cross-entropy loss (segnet.model.loss), the optimizer and schedule
-of conf/optim/ (segnet.training.optimizers), per-class validation Dice (segnet.metrics),
+"""The LightningModule: Dice + cross-entropy loss (segnet.model.loss, deeply supervised or not),
+the optimizer and schedule of conf/optim/ (segnet.training.optimizers), per-class validation Dice (segnet.metrics),
 whole-image validation inference (segnet.inference.windows), TensorBoard images.
 
 Validation scores every case's Dice per class; a validation run by itself (trainer.validate, the
@@ -25,7 +25,7 @@ import ops
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
-from segnet.model.loss import SegmentationLoss
+from segnet.model.loss import training_loss
 from segnet.model.network import build_network
 from segnet.training.optimizers import optimizer_and_schedule
 from segnet.training.visualize import validation_panel
@@ -72,7 +72,7 @@ class SegmentationModule(L.LightningModule):
             # In place: parameter names, and so checkpoints, stay as without it.
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
         self.ignore_label: int | None = data.get("ignore_label")
-        self.loss = SegmentationLoss(self.ignore_label)
+        self.loss = training_loss(self.ignore_label, 1 + len(self.net.supervision_heads))
         dims = data["spatial_dims"]
         # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
         no_affine = {} if data.get("affine_augmentation", True) else {"affine": 0.0}  # data.affine_augmentation=false
@@ -99,7 +99,7 @@ class SegmentationModule(L.LightningModule):
         return {**batch, "image": image, "label": label.long()}
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        loss = self.loss(self.net(batch["image"]), batch["label"])
+        loss = self.loss(self.net(batch["image"]), batch["label"].float())
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["image"].shape[0])
         return loss
 

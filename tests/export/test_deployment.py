@@ -177,11 +177,11 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
     assert json.loads(package.with_suffix(".json").read_text())["data"]["class_names"] == ["background", "core",
                                                                                            "shell"]
     torch.manual_seed(0)
-    stride = model.net.downsampling
+    rows, columns = stride = model.net.downsampling  # per axis
     declared = json.loads(package.with_suffix(".json").read_text())["input"]
-    assert declared["multiple_of"] == stride and declared["min_side"] == 2 * stride  # what prediction pads to
+    assert declared["multiple_of"] == list(stride) and declared["min_side"] == [2 * s for s in stride]  # the padding
     # sizes that are odd multiples of the stride: an export for a coarser multiple would refuse them
-    inputs = [torch.randn(2, 1, 3 * stride, 5 * stride), torch.randn(1, 1, 20 * stride, 7 * stride)]
+    inputs = [torch.randn(2, 1, 3 * rows, 5 * columns), torch.randn(1, 1, 20 * rows, 7 * columns)]
     torch.save(inputs, tmp_path / "inputs.pt")
     # ops/standalone.py fails if the training code (segnet, Hydra, Lightning, MONAI) was imported
     ran = subprocess.run(standalone.command(package, "--inputs", str(tmp_path / "inputs.pt"),

@@ -44,6 +44,18 @@ def test_other_classes_start_with_a_fresh_head_and_the_rest_from_the_checkpoint(
         assert torch.equal(value, fresh[name] if name in left else saved[name]), name
 
 
+def test_deep_supervision_heads_a_checkpoint_lacks_start_afresh(tmp_path):
+    deeper = {"channels": [4, 8, 16, 32], "strides": [2, 2, 2]}
+    saved = saved_network(tmp_path / "run.ckpt", **deeper)
+    torch.manual_seed(2)
+    net = build_network({**MODEL, **deeper, "deep_supervision": True}, "python")
+    fresh = {name: value.clone() for name, value in net.state_dict().items()}
+    left = initialize_from(net, tmp_path / "run.ckpt")
+    assert left == ["supervision_heads.0.conv.weight", "supervision_heads.0.conv.bias"]
+    for name, value in net.state_dict().items():
+        assert torch.equal(value, fresh[name] if name in left else saved[name]), name
+
+
 def test_a_checkpoint_of_another_network_is_refused_with_the_tensors_that_do_not_fit(tmp_path):
     saved_network(tmp_path / "wider.ckpt", channels=[8, 32])
     with pytest.raises(ConfigError, match=r"does not fit this network: .*\(\(32, 8, .*\) there, \(16, 8, .*\) here\)"):

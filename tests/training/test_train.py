@@ -20,8 +20,18 @@ METRIC_KEYS = {
 }
 
 
+# Four levels: the decoder's half-resolution output is supervised too (1/4, next to the bottleneck, is not).
+DEEPLY_SUPERVISED = ["model.channels=[4,8,16,32]", "model.strides=[2,2,2]", "model.deep_supervision=true"]
+
+
 def run(tmp_path, overrides):
     return train(compose_config(overrides, output_dir=tmp_path))
+
+
+def supervision_heads(run_folder) -> int:
+    """How many deep-supervision heads the run's last checkpoint holds."""
+    state = torch.load(run_folder / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    return len({name.split(".")[2] for name in state if name.startswith("net.supervision_heads.")})
 
 
 @pytest.mark.parametrize("backend", ["python", "cpp"])
@@ -197,8 +207,9 @@ def test_compiled_run_matches_the_contract(tmp_path):
 
     torch._dynamo.reset()  # no graphs, and no counts, from earlier tests of this process
     counters.clear()
-    metrics = run(tmp_path, tiny_overrides() + ["op=cpp", "compile=true"])
+    metrics = run(tmp_path, tiny_overrides() + ["op=cpp", "compile=true", *DEEPLY_SUPERVISED])
     assert metrics["compile"] is True
+    assert supervision_heads(tmp_path) == 1  # trained through the compiled forward's list of outputs
     # the network went through TorchDynamo (0 graphs when compile is ignored), and its training
     # graphs, backward included, through AOTAutograd
     assert counters["stats"]["unique_graphs"] > 0 and counters["frames"]["ok"] > 0
@@ -255,11 +266,11 @@ def test_a_sweep_runs_through_submitit(tmp_path):
 
 
 def test_ddp_on_two_cpu_processes(tmp_path):
-    result = run_train_script(
-        tiny_overrides() + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "op=cpp"], tmp_path
-    )
+    result = run_train_script(tiny_overrides() + ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
+                                                  "op=cpp", *DEEPLY_SUPERVISED], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["backend"] == "cpp"
+    assert supervision_heads(tmp_path / "run") == 1  # every head in the loss: DDP finds no unused parameter
     # 8 training images over 2 ranks with batch 4: one step per epoch on each rank.
     assert metrics["global_step"] == 1
