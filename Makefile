@@ -7,7 +7,7 @@ STAMP := .installed
 .PHONY: install build wheel train lint test test-fast bench gpu-check clean
 
 $(STAMP): pyproject.toml
-	$(PIP) install -e ".[test]"
+	$(PIP) install -e ".[test,peer]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import torch
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 
@@ -16,3 +17,11 @@ def is_first_process() -> bool:
     """Global rank 0, as Lightning reads it from the launcher (RANK, LOCAL_RANK, SLURM_PROCID,
     JSM_NAMESPACE_RANK; none: a process on its own), on the first node."""
     return (rank_zero_only.rank or 0) == 0 and int(os.environ.get("NODE_RANK", "0")) == 0
+
+
+def trainer_uses_gpu(trainer_cfg) -> bool:
+    """Whether a trainer config (conf/trainer/) trains on GPUs: asked for, or "auto" with one visible."""
+    accelerator = str(trainer_cfg.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda"):
+        return True
+    return accelerator == "auto" and torch.cuda.is_available()

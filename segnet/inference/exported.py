@@ -14,7 +14,8 @@ import torch
 import ops
 from segnet.errors import ConfigError
 from segnet.inference.model import TrainedModel
-from segnet.model.network import Level, on_stride_multiples
+from segnet.model.network import on_stride_multiples
+from segnet.model.strides import Level
 
 
 def metadata_path(package: Path) -> Path:

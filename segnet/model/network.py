@@ -13,21 +13,10 @@ from torch import nn
 
 from ops import EdgeEnhance
 from segnet.model.sharpening import FixedSharpening
+from segnet.model.strides import Level, per_axis, total_strides
 
 PLACEMENTS = ("input", "skips")
 SKIP_LAYERS = ("edge", "sharpen")
-
-
-Level = int | Sequence[int]  # a stride or kernel: one for every axis, or one per axis
-
-
-def per_axis(value: Level, dims: int) -> tuple[int, ...]:
-    return (int(value),) * dims if isinstance(value, int) else tuple(int(v) for v in value)
-
-
-def total_strides(strides: Sequence[Level], dims: int) -> tuple[int, ...]:
-    """The network's downsampling per axis: the product of its levels' strides."""
-    return tuple(math.prod(per_axis(level, dims)[axis] for level in strides) for axis in range(dims))
 
 
 def on_stride_multiples(net, x: torch.Tensor, stride: Level, minimum: Level = 0) -> torch.Tensor | list[torch.Tensor]:
@@ -58,6 +47,11 @@ class EdgeUNet(nn.Module):
     puts Sharp U-Net's fixed filter on the skips instead of the edge layer, and
     ``edge_alpha_trainable=False`` keeps every edge layer's strengths at ``edge_alpha_init``.
 
+    ``encoder_blocks[i]`` residual units make encoder level i (the first of each strided, at
+    least one; a longer list is cut to the levels): more of them deepen the encoder alone, as in
+    nnU-Net's residual-encoder U-Nets. The skips and the edge layers on them follow each level's
+    last unit.
+
     A stride is one for all axes or one per axis (an anisotropic plan's ``[1, 2, 2]``). With
     ``deep_supervision``, training's forward returns a list: the full-resolution logits, then
     logits of the decoder at each coarser level but the coarsest (nnU-Net leaves the level next to
@@ -81,6 +75,7 @@ class EdgeUNet(nn.Module):
         edge_alpha_trainable: bool = True,
         skip_layer: str = "edge",
         deep_supervision: bool = False,
+        encoder_blocks: Sequence[int] | None = None,
         edge_backend: str = "auto",
     ):
         super().__init__()
@@ -91,6 +86,10 @@ class EdgeUNet(nn.Module):
                 f"EdgeUNet: need at least 2 channels and one stride per level below the top "
                 f"(len(strides) == len(channels) - 1), got channels={list(channels)}, strides={list(strides)}"
             )
+        blocks = list(encoder_blocks or [1] * len(channels))[:len(channels)]
+        if len(blocks) < len(channels) or min(blocks) < 1:
+            raise ValueError(f"EdgeUNet: encoder_blocks needs a positive count for each of the {len(channels)} "
+                             f"levels, got {list(encoder_blocks or [])}")
         levels = [per_axis(level, spatial_dims) for level in strides]
         if any(len(level) != spatial_dims or min(level) < 1 for level in levels):
             raise ValueError(f"EdgeUNet: each stride is a positive integer or one per axis ({spatial_dims} of them), "
@@ -119,6 +118,9 @@ class EdgeUNet(nn.Module):
         self.input_edge = edge(in_channels, "input")
         self.stem = residual(in_channels, channels[0])
         self.down = nn.ModuleList(residual(channels[i], channels[i + 1], levels[i]) for i in range(len(strides)))
+        self.more_blocks = nn.ModuleList(  # empty where a level has one unit: its state is as without
+            nn.Sequential(*(residual(c, c) for _ in range(n - 1))) for c, n in zip(channels, blocks, strict=True)
+        )
         self.skip_edges = nn.ModuleList(edge(channels[i], "skips") for i in range(len(strides)))
         self.upsample = nn.ModuleList(
             Convolution(
@@ -140,11 +142,11 @@ class EdgeUNet(nn.Module):
         return on_stride_multiples(self._unet, x, self.downsampling)
 
     def _unet(self, x: torch.Tensor) -> torch.Tensor | list[torch.Tensor]:
-        h = self.stem(self.input_edge(x))
+        h = self.more_blocks[0](self.stem(self.input_edge(x)))
         skips = []
-        for down, skip_edge in zip(self.down, self.skip_edges, strict=True):
+        for down, more, skip_edge in zip(self.down, self.more_blocks[1:], self.skip_edges, strict=True):
             skips.append(skip_edge(h))
-            h = down(h)
+            h = more(down(h))
         coarser = []  # the supervised levels' logits, coarsest first
         supervise = self.training and len(self.supervision_heads) > 0
         for i in reversed(range(len(self.down))):

@@ -16,18 +16,22 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
-from segnet.cluster import is_first_process
+from segnet.cluster import is_first_process, trainer_uses_gpu
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
 from segnet.data.headers import MAX_VOXELS
 from segnet.errors import ConfigError
 from segnet.files import write_json
-from segnet.planning.planner import plan_dataset
+from segnet.model.strides import total_strides
+from segnet.planning.planner import CPU_STEP_GFLOPS, Budget, is_sized_by_plan, plan_dataset
 from segnet.planning.record import dataset_fingerprint
+from segnet.planning.topology import network_topology
 
 log = logging.getLogger(__name__)
 PLANS_FILE = "plans.json"
@@ -38,10 +42,38 @@ def fingerprint(description: DatasetDescription, cfg: DictConfig) -> dict[str, A
     return dataset_fingerprint(description, cfg.data.get("cache_dir"), max_voxels(cfg))
 
 
+DEVICES = ("auto", "gpu", "cpu")
+
+
+def planned_device(cfg: DictConfig) -> str:
+    """data.plan_for: "gpu" or "cpu" as given; "auto": the trainer's device where there is a
+    trainer (training), else a visible GPU (segnet-plan, segnet-preprocess)."""
+    device = str(cfg.data.get("plan_for", "auto"))
+    if device not in DEVICES:
+        raise ConfigError(f"data.plan_for={device}; give one of {', '.join(DEVICES)}")
+    if device != "auto":
+        return device
+    if cfg.get("trainer") is not None:
+        return "gpu" if trainer_uses_gpu(cfg.trainer) else "cpu"
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def plan_budget(cfg: DictConfig) -> Budget:
+    """The memory budget on a GPU; on a CPU also the compute one (data.cpu_step_gflops)."""
+    memory = float(cfg.data.memory_budget_gb)
+    if planned_device(cfg) == "gpu":
+        return Budget(memory)
+    gflops = float(cfg.data.get("cpu_step_gflops", CPU_STEP_GFLOPS))
+    if not (math.isfinite(gflops) and gflops > 0):
+        raise ConfigError(f"data.cpu_step_gflops={gflops}; give the GFLOPs one training step may cost on the CPU "
+                          f"(default {CPU_STEP_GFLOPS})")
+    return Budget(memory, gflops)
+
+
 def make_plan(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
-    """The plan made from the fingerprint of the labelled cases."""
-    model, memory_budget_gb = OmegaConf.to_container(cfg.model, resolve=True), float(cfg.data.memory_budget_gb)
-    return plan_dataset(description, fingerprint(description, cfg), model, memory_budget_gb)
+    """The plan made from the fingerprint of the labelled cases, for the device it trains on."""
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    return plan_dataset(description, fingerprint(description, cfg), model, plan_budget(cfg))
 
 
 def max_voxels(cfg: DictConfig) -> int:
@@ -76,26 +108,32 @@ def write_plan(plan: dict[str, Any], path: Path) -> None:
     write_json(path, plan)
 
 
-def scaled_patch(patch: list[int], scale: float, stride: int) -> list[int]:
+def scaled_patch(patch: list[int], scale: float, stride: Sequence[int]) -> list[int]:
     """The plan's patch times data.patch_scale per axis (the recipe ablation's smaller crops),
-    rounded to the network's total stride, at least one stride."""
+    rounded to the network's total stride per axis, at least one stride."""
     if not 0 < scale <= 1:
         raise ConfigError(f"data.patch_scale={scale}; give a share of the plan's patch in (0, 1]")
-    return [max(stride, stride * round(p * scale / stride)) for p in patch]
+    return [max(k, k * round(p * scale / k)) for p, k in zip(patch, stride, strict=True)]
 
 
-def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
-    """What the plan decides for this run's data section (values the user set win)."""
-    configuration = plan["configurations"][f"{data.spatial_dims}d"]
+def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> None:
+    """What the plan decides for this run's data section (values the user set win). A model sized
+    by the plan trains the patch and batch the plan proposes with its network."""
+    dims = int(data.spatial_dims)
+    configuration = plan["configurations"][f"{dims}d"]
+    model_settings = OmegaConf.to_container(model, resolve=True)
+    proposal = configuration.get("network") if is_sized_by_plan(model_settings) else None
+    chosen = proposal or configuration
     if data.patch_size is None:
-        data.patch_size = scaled_patch(configuration["patch_size"], float(data.get("patch_scale", 1.0)),
-                                       int(plan.get("network_stride", 1)))
+        strides = (proposal or model_settings)["strides"]
+        stride = total_strides(strides, dims) if strides is not None else (1,) * dims
+        data.patch_size = scaled_patch(chosen["patch_size"], float(data.get("patch_scale", 1.0)), stride)
     if data.batch_size is None:  # the plan counts crops per step; the loader, volumes
         batch_scale = float(data.get("batch_scale", 1.0))
         if not (math.isfinite(batch_scale) and batch_scale > 0):
             raise ConfigError(f"data.batch_scale={batch_scale}; give a positive factor of the plan's batch "
                               "(0.25 for a quarter), or set data.batch_size")
-        crops = max(1, round(configuration["batch_size"] * batch_scale))
+        crops = max(1, round(chosen["batch_size"] * batch_scale))
         data.batch_size = max(1, math.ceil(crops / data.samples_per_volume))
     data.orientation = plan["orientation"]
     data.spacing = configuration["spacing"] if data.resample else None
@@ -103,6 +141,24 @@ def apply_plan(data: DictConfig, plan: dict[str, Any]) -> None:
         data.normalization = plan["normalization"]
     # Into the checkpoint: everything but the per-case fingerprint, which stays in plans.json.
     data.plan = {key: value for key, value in plan.items() if key != "fingerprint"}
+
+
+def size_network(model: DictConfig, data: DictConfig) -> None:
+    """A model that leaves channels or strides open (model=resenc) gets them by nnU-Net's rule for
+    the patch this run trains, at the plan's spacing (generated data: 1 mm); values set win."""
+    if not is_sized_by_plan(OmegaConf.to_container(model, resolve=True)):
+        return
+    dims = int(data.spatial_dims)
+    patch = data.get("patch_size") or data.roi_size
+    plan = data.get("plan")
+    spacing = plan["configurations"][f"{dims}d"]["spacing"][:dims] if plan else [1.0] * dims
+    topology = network_topology(spacing, list(patch)[:dims])
+    if model.channels is None:
+        model.channels = topology.channels
+    if model.strides is None:
+        model.strides = topology.strides
+    log.info("network sized for patch %s: channels %s, strides %s", list(patch)[:dims], list(model.channels),
+             OmegaConf.to_container(model.strides))
 
 
 def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
@@ -113,7 +169,7 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         return None
     description = describe_dataset(str(data.root))
     plan = choose_plan(cfg, description, output_dir / PLANS_FILE)
-    apply_plan(data, plan)
+    apply_plan(data, cfg.model, plan)
     log.info("plan: %s orientation, spacing %s, patch %s, batch %s volume(s) x %s crop(s)", plan["orientation"],
              data.spacing if data.spacing is not None else "as stored", list(data.patch_size), data.batch_size,
              data.samples_per_volume)
@@ -160,7 +216,8 @@ def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
     plan = make_plan(description, cfg)
     write_plan(plan, Path(cfg.output))
     for name, configuration in plan["configurations"].items():
-        log.info("%s: spacing %s, patch %s, batch %d", name, configuration["spacing"], configuration["patch_size"],
-                 configuration["batch_size"])
+        log.info("%s: spacing %s, patch %s, batch %d; the network it proposes: channels %s, strides %s", name,
+                 configuration["spacing"], configuration["patch_size"], configuration["batch_size"],
+                 configuration["network"]["channels"], configuration["network"]["strides"])
     log.info("plan in %s; train with data.plan=%s", cfg.output, cfg.output)
     return plan

@@ -11,25 +11,40 @@ and cropped, for a 2D and a 3D model, in the spirit of nnU-Net's experiment plan
 - Patch size: the median resampled shape, rounded up to the network's total stride, shrunk (the
   axis of largest physical extent first) until a batch of MIN_BATCH fits the memory budget;
   batch size: what the budget allows, at most BATCH_SHARE of the dataset's voxels per step.
+- The network sized by the plan (segnet.planning.topology, nnU-Net's rule): proposed for the
+  median shape, its patch and batch found the same way with its own memory count, and the
+  topology made again for the patch that fits. A model whose channels or strides are left open
+  (model=resenc) trains that proposal (the configuration's patch and batch are the proposal's);
+  a fixed one (model=edge_unet) gets a patch and batch of its own.
 - Memory: the bytes the network saves for its backward pass per voxel of a patch, counted by
   autograd's saved-tensor hooks on one small patch (a static count, not a timing) and scaled by
   the patch's voxels. The count uses the python op, which saves more than the fused one, so the
   estimate errs on the safe side whatever backend trains.
+- The device: a plan for a GPU fits the memory budget alone. A plan for a CPU also fits a compute
+  budget, the FLOPs of one training step (forward and backward, counted by FlopCounterMode on one
+  small patch and scaled the same way): patch first, as nnU-Net keeps it, so the batch goes down
+  to MIN_BATCH before the patch shrinks. plans.json states the budget it assumed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
+from segnet.model.strides import total_strides
+from segnet.planning.topology import network_topology
 
 ANISOTROPY = 3.0
+# A CPU step's compute: make train's (16 crops of 96 x 96 through edge_unet, forward and backward).
+CPU_STEP_GFLOPS = 23.25
 MIN_BATCH = 2
 BATCH_SHARE = 0.05  # of the dataset's voxels in one step, at most (nnU-Net's)
 RAS = "RAS"
@@ -60,13 +75,32 @@ def orientation(axis: int) -> str:
     return RAS.replace(RAS[axis], "") + RAS[axis]
 
 
-def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
-    """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
+def network_and_patch(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int):
+    """The model's network in training mode and the smallest patch that reaches its bottleneck
+    with two voxels per axis (what the counts below are taken on)."""
     from segnet.model.network import build_network  # only a plan needs the network: not --verify
 
     net = build_network(model, "python", spatial_dims=spatial_dims, in_channels=in_channels, out_channels=num_classes)
-    side = 2 * int(np.prod(model["strides"]))
-    x = torch.zeros(1, in_channels, *[side] * spatial_dims)
+    return net, torch.zeros(1, in_channels, *[2 * s for s in total_strides(model["strides"], spatial_dims)])
+
+
+def total_logits(outputs: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+    """One scalar of a forward's outputs (a deeply supervised network returns several)."""
+    return sum(o.sum() for o in outputs) if isinstance(outputs, list) else outputs.sum()
+
+
+def step_flops_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
+    """The floating-point operations of a training step (forward and backward) per voxel of its
+    input, counted by torch's FlopCounterMode (convolutions and matrix products: the bulk)."""
+    net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
+    with FlopCounterMode(display=False) as counter:
+        total_logits(net(x)).backward()
+    return counter.get_total_flops() / x[0, 0].numel()
+
+
+def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
+    """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
+    net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
     weights = {p.data_ptr() for p in net.parameters()}
     seen: dict[int, int] = {}
 
@@ -76,25 +110,81 @@ def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
-        net(x.requires_grad_()).sum()
+        total_logits(net(x.requires_grad_()))
     return sum(seen.values()) / x[0, 0].numel()
 
 
 def patch_and_batch(
-    median_shape: Sequence[float], spacing: Sequence[float], stride: int, bytes_per_voxel: float, budget_bytes: float,
-    dataset_voxels: float,
+    median_shape: Sequence[float], spacing: Sequence[float], stride: Sequence[int], bytes_per_voxel: float,
+    budget_bytes: float, dataset_voxels: float,
 ) -> tuple[list[int], int]:
-    patch = [stride * max(1, math.ceil(s / stride)) for s in median_shape]
+    """The patch (a multiple of the network's `stride` per axis) and batch of a memory budget."""
+    patch = [k * max(1, math.ceil(s / k)) for s, k in zip(median_shape, stride, strict=True)]
     while bytes_per_voxel * np.prod(patch) * MIN_BATCH > budget_bytes:
-        shrinkable = [a for a in range(len(patch)) if patch[a] > stride]
+        shrinkable = [a for a in range(len(patch)) if patch[a] > stride[a]]
         if not shrinkable:
             break
         widest = max(shrinkable, key=lambda a: patch[a] * spacing[a])
-        patch[widest] -= stride
+        patch[widest] -= stride[widest]
     voxels = float(np.prod(patch))
     fits = int(budget_bytes // (bytes_per_voxel * voxels))
     share = int(BATCH_SHARE * dataset_voxels // voxels)
     return patch, max(MIN_BATCH, min(fits, share))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one training step may take: memory on any device; on a CPU also compute, in GFLOPs
+    (a step's time is about its FLOPs over the machine's rate, and FLOPs can be counted)."""
+
+    memory_gb: float
+    step_gflops: float | None = None  # None: a GPU, where memory is the limit
+
+    @property
+    def device(self) -> str:
+        return "gpu" if self.step_gflops is None else "cpu"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What patch and batch fitting needs of the dataset."""
+
+    in_channels: int
+    num_classes: int
+    voxels: float  # resampled, over every case
+
+
+def fitted_patch_and_batch(
+    model: dict[str, Any], median_shape: Sequence[float], spacing: Sequence[float], budget: Budget, dataset: Dataset,
+) -> dict[str, Any]:
+    """The patch and batch of the model's network within the budget, with the counts they rest on."""
+    dims = len(spacing)
+    stride = total_strides(model["strides"], dims)
+    per_voxel = saved_bytes_per_voxel(model, dims, dataset.in_channels, dataset.num_classes)
+    patch, batch = patch_and_batch(median_shape, spacing, stride, per_voxel, budget.memory_gb * 2**30, dataset.voxels)
+    fit = {"saved_bytes_per_voxel": per_voxel}
+    if budget.step_gflops is not None:
+        flops = step_flops_per_voxel(model, dims, dataset.in_channels, dataset.num_classes)
+        patch, affordable = patch_and_batch(patch, spacing, stride, flops, budget.step_gflops * 1e9, dataset.voxels)
+        batch = min(batch, affordable)
+        fit["step_flops_per_voxel"] = flops
+    return {"patch_size": patch, "batch_size": batch, **fit}
+
+
+def sized_network(
+    model: dict[str, Any], median_shape: Sequence[float], spacing: Sequence[float], budget: Budget, dataset: Dataset,
+) -> dict[str, Any]:
+    """The network the plan proposes for a configuration, with the patch and batch it trains."""
+    proposed = network_topology(spacing, [math.ceil(s) for s in median_shape])
+    fit = fitted_patch_and_batch({**model, "channels": proposed.channels, "strides": proposed.strides},
+                                 proposed.patch_size, spacing, budget, dataset)
+    fitting = network_topology(spacing, fit["patch_size"])  # fewer levels where the patch had to shrink
+    return {"channels": fitting.channels, "strides": fitting.strides, **fit, "patch_size": fitting.patch_size}
+
+
+def is_sized_by_plan(model: dict[str, Any]) -> bool:
+    """A model config that leaves its channels or strides to the plan (conf/model/resenc.yaml)."""
+    return model.get("channels") is None or model.get("strides") is None
 
 
 def _mm(value: float) -> float:
@@ -103,7 +193,7 @@ def _mm(value: float) -> float:
 
 
 def plan_dataset(
-    description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], memory_budget_gb: float
+    description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], budget: Budget
 ) -> dict[str, Any]:
     cases = fingerprint["cases"]  # 3D volumes all: the integrity check names any other
     spacings = np.array([c["spacing"] for c in cases], np.float64)
@@ -114,17 +204,18 @@ def plan_dataset(
     spacing = ras_target[order]
     resampled = shapes[:, order] * spacings[:, order] / spacing
     median_shape = np.median(resampled, axis=0)
-    dataset_voxels = float(resampled.prod(axis=1).sum())
-    stride = int(np.prod(model["strides"]))
-    budget = memory_budget_gb * 2**30
+    dataset = Dataset(description.in_channels, description.num_classes, float(resampled.prod(axis=1).sum()))
     configurations = {}
     for dims in (2, 3):
-        per_voxel = saved_bytes_per_voxel(model, dims, description.in_channels, description.num_classes)
-        patch, batch = patch_and_batch(median_shape[:dims], spacing[:dims], stride, per_voxel, budget, dataset_voxels)
+        network = sized_network(model, median_shape[:dims], spacing[:dims], budget, dataset)
+        # the fixed network's own patch and batch, or the proposal's for a model sized by the plan
+        fit = ({key: value for key, value in network.items() if key not in ("channels", "strides")}
+               if is_sized_by_plan(model) else fitted_patch_and_batch(model, median_shape[:dims], spacing[:dims],
+                                                                        budget, dataset))
         configurations[f"{dims}d"] = {
             # 2D: in plane only; 0 keeps each case's own spacing along the slicing axis
             "spacing": [_mm(s) for s in spacing[:2]] + ([_mm(spacing[2])] if dims == 3 else [0.0]),
-            "patch_size": patch, "batch_size": batch, "saved_bytes_per_voxel": per_voxel,
+            **fit, "network": network,
         }
     return {
         "dataset": str(description.root),
@@ -132,8 +223,7 @@ def plan_dataset(
         "slicing_axis": RAS[axis],
         "target_spacing": [_mm(s) for s in spacing],
         "median_shape": [round(float(s), 1) for s in median_shape],
-        "memory_budget_gb": memory_budget_gb,
-        "network_stride": stride,
+        "budget": {"device": budget.device, "memory_gb": budget.memory_gb, "step_gflops": budget.step_gflops},
         "normalization": normalization_plan(description.channel_names, fingerprint["foreground_intensities"]),
         "class_voxels": [int(v) for v in np.sum([c["class_voxels"] for c in cases], axis=0)],
         "configurations": configurations,

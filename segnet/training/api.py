@@ -20,12 +20,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 import ops
-from segnet.cluster import is_first_process
+from segnet.cluster import is_first_process, trainer_uses_gpu
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
 from segnet.inference.loading import refusing_unsafe
-from segnet.planning.api import plan_for_run, record_plan
+from segnet.planning.api import plan_for_run, record_plan, size_network
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.fine_tuning import initialize_from
@@ -33,13 +33,6 @@ from segnet.training.module import SegmentationModule
 from segnet.training.resume import check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
 log = logging.getLogger(__name__)
-
-
-def trainer_uses_gpu(trainer_cfg: DictConfig) -> bool:
-    accelerator = str(trainer_cfg.get("accelerator", "auto"))
-    if accelerator in ("gpu", "cuda"):
-        return True
-    return accelerator == "auto" and torch.cuda.is_available()
 
 
 def resolve_run_backend(cfg: DictConfig) -> str:
@@ -199,6 +192,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
 
     plan = plan_for_run(cfg, output_dir)  # dataset folders: spacing, orientation, normalization, patch, batch
+    size_network(cfg.model, cfg.data)  # model=resenc: channels and strides for this run's patch
     if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
     datamodule = instantiate_data(cfg.data)

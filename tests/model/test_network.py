@@ -66,6 +66,10 @@ def test_bad_arguments_are_explained():
         EdgeUNet(1, 1, 2)
     with pytest.raises(ValueError, match="subset of \\['input', 'skips'\\]"):
         EdgeUNet(2, 1, 2, edge_placement=["decoder"])
+    with pytest.raises(ValueError, match="one per axis \\(2 of them\\), got strides=\\[2, \\[1, 2, 2\\]\\]"):
+        EdgeUNet(2, 1, 2, channels=(8, 16, 32), strides=[2, [1, 2, 2]])
+    with pytest.raises(ValueError, match="encoder_blocks needs a positive count for each of the 3 levels"):
+        EdgeUNet(2, 1, 2, channels=(8, 16, 32), strides=(2, 2), encoder_blocks=[1, 2])
 
 
 @pytest.mark.parametrize("spatial_dims", [2, 3])
@@ -98,3 +102,16 @@ def test_the_ablation_baselines_are_the_same_network_with_another_skip_layer_or_
     assert frozen.head.conv.weight.grad is not None  # the rest trains
     with pytest.raises(ValueError, match="skip_layer must be one of"):
         EdgeUNet(spatial_dims, 1, 2, skip_layer="blur")
+
+
+def test_more_encoder_units_each_take_part_and_a_single_unit_per_level_is_todays_network():
+    torch.manual_seed(0)
+    deeper = EdgeUNet(2, 1, 3, [4, 8, 16], [2, [2, 1]], num_res_units=2, encoder_blocks=[1, 3, 2, 9],
+                      edge_backend="python")
+    assert [len(level) for level in deeper.more_blocks] == [0, 2, 1]  # cut to the three levels
+    deeper(torch.randn(2, 1, 16, 12)).square().mean().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in deeper.more_blocks.parameters())
+    plain = EdgeUNet(2, 1, 3, [4, 8, 16], [2, 2], edge_backend="python")
+    assert plain.state_dict().keys() == EdgeUNet(2, 1, 3, [4, 8, 16], [2, 2], encoder_blocks=[1, 1, 1],
+                                                 edge_backend="python").state_dict().keys()
+    assert not any(name.startswith("more_blocks") for name in plain.state_dict())  # old checkpoints load

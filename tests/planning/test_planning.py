@@ -25,6 +25,7 @@ from segnet.planning.fingerprint import ras_geometry
 from segnet.planning.planner import (
     BATCH_SHARE,
     MIN_BATCH,
+    Budget,
     orientation,
     patch_and_batch,
     plan_dataset,
@@ -134,7 +135,7 @@ def test_the_plans_budget_holds_a_real_training_step(tmp_path, monkeypatch, devi
     backend = "cpp" if device == "cpu" else "cuda"
 
     def planned_peaks() -> dict[str, float]:
-        plan = plan_dataset(description, fingerprint, MODEL, budget_gb)
+        plan = plan_dataset(description, fingerprint, MODEL, Budget(budget_gb))
         peaks = {}
         for dims in (2, 3):
             config = plan["configurations"][f"{dims}d"]
@@ -153,16 +154,20 @@ def test_the_plans_budget_holds_a_real_training_step(tmp_path, monkeypatch, devi
 
 def test_patch_and_batch_fit_the_budget():
     per_voxel, stride = 1000.0, 8
-    patch, batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], stride, per_voxel, 16 * 2**30, 1e12)
+    strides = [stride] * 3
+    patch, batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], strides, per_voxel, 16 * 2**30, 1e12)
     assert all(p % stride == 0 for p in patch) and patch == [152, 136, 64]  # the median shape fits
     assert batch * np.prod(patch) * per_voxel <= 16 * 2**30 and batch >= MIN_BATCH
-    small, small_batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], stride, per_voxel, 2**30, 1e12)
+    small, small_batch = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], strides, per_voxel, 2**30, 1e12)
     assert np.prod(small) * per_voxel * MIN_BATCH <= 2**30 and all(s <= p for s, p in zip(small, patch, strict=True))
     # shrinking takes the widest axis in mm first: the field of view stays as round as the steps allow
     extent_mm = [n * mm for n, mm in zip(small, [0.8, 0.8, 2.5], strict=True)]
     assert small == [120, 120, 32] and max(extent_mm) - min(extent_mm) <= stride * 2.5
     # a tiny dataset: no more than BATCH_SHARE of its voxels per step, but never below MIN_BATCH
-    _, capped = patch_and_batch([32, 32, 32], [1, 1, 1], stride, 10.0, 16 * 2**30, 20 * 32**3)
+    _, capped = patch_and_batch([32, 32, 32], [1, 1, 1], strides, 10.0, 16 * 2**30, 20 * 32**3)
+    # per axis: an anisotropic network shrinks each axis by its own stride
+    thin, _ = patch_and_batch([150, 130, 60], [0.8, 0.8, 2.5], [16, 16, 4], per_voxel, 2**30, 1e12)
+    assert thin == [112, 112, 40]  # 40 along the 4-stride axis: no multiple of 16
     assert capped == max(MIN_BATCH, int(BATCH_SHARE * 20))
 
 
@@ -171,7 +176,7 @@ def test_plan_of_mixed_scanners(tmp_path):
     description = describe_dataset(str(root))
     fingerprint = dataset_fingerprint(description)
     assert [c["spacing"] for c in fingerprint["cases"]][1:3] == [pytest.approx([0.75, 0.75, 2.0])] * 2
-    plan = plan_dataset(description, fingerprint, MODEL, memory_budget_gb=1.0)
+    plan = plan_dataset(description, fingerprint, MODEL, Budget(1.0))
     assert plan["slicing_axis"] == "S" and plan["orientation"] == "RAS"
     assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # the median per axis
     assert plan["configurations"]["2d"]["spacing"] == pytest.approx([0.75, 0.75, 0.0])
@@ -183,7 +188,7 @@ def test_plan_of_mixed_scanners(tmp_path):
 def test_sagittal_thick_slices_slice_along_r(tmp_path):
     root = write_phantom_dataset(tmp_path / "Sagittal", [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")])
     description = describe_dataset(str(root))
-    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
     assert plan["slicing_axis"] == "R" and plan["orientation"] == "ASR"
     assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # in A, S, R order
 
@@ -197,7 +202,7 @@ def test_every_case_loads_on_the_grid_its_plan_describes(tmp_path):
     sagittal = [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")]
     for name, grids in (("Mixed", MIXED_GRIDS), ("Sagittal", sagittal)):
         description = describe_dataset(str(write_phantom_dataset(tmp_path / name, grids)))
-        plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
+        plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
         orientation = plan["orientation"]
         for dims in ("3d", "2d"):
             target = plan["configurations"][dims]["spacing"]
@@ -223,7 +228,7 @@ def test_predictions_return_to_each_stored_geometry(tmp_path):
     in RAS and back, each prediction lies on its image's own grid and matches its label."""
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
     description = describe_dataset(str(root))
-    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
     geometry = {"orientation": plan["orientation"], "spacing": plan["configurations"]["3d"]["spacing"]}
 
     class Oracle(PredictionWriter):
@@ -322,7 +327,7 @@ def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
     description = describe_dataset(str(root))
     flat_case = r"case phantom_001: .*phantom_001.nii.gz: a 2D image; a 3D volume is expected"
     with pytest.raises(DatasetError, match=flat_case):
-        plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
+        plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
 
 
 def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
@@ -337,7 +342,7 @@ def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
     path.write_text(json.dumps({"orientation": "RAS", "normalization": [{"scheme": "zscore"}]}))
     with pytest.raises(ConfigError, match=r"is not a segnet plan \(it lacks configurations, configurations.2d, "):
         read_plan(path, description)
-    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, 1.0)
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
     path.write_text(json.dumps({**plan, "normalization": plan["normalization"] * 2}))
     with pytest.raises(ConfigError, match="plans 2 channel"):
         read_plan(path, description)
@@ -350,19 +355,20 @@ def test_the_recipe_ablation_scales_the_plans_patch_and_batch():
 
     from segnet.planning.api import apply_plan, scaled_patch
 
-    assert scaled_patch([96, 80], 0.5, 8) == [48, 40] and scaled_patch([96, 80], 0.3, 16) == [32, 32]
-    assert scaled_patch([16, 16], 0.1, 16) == [16, 16]  # never below one stride
+    assert scaled_patch([96, 80], 0.5, [8, 8]) == [48, 40] and scaled_patch([96, 80], 0.3, [16, 16]) == [32, 32]
+    assert scaled_patch([16, 16], 0.1, [16, 4]) == [16, 4]  # never below one stride
     with pytest.raises(ConfigError, match="data.patch_scale=1.5"):
-        scaled_patch([96], 1.5, 8)
+        scaled_patch([96], 1.5, [8])
     plan = {"configurations": {"2d": {"patch_size": [96, 80], "batch_size": 16, "spacing": [1.0, 1.0, 0.0]}},
-            "orientation": "RAS", "normalization": [], "network_stride": 8}
+            "orientation": "RAS", "normalization": []}
+    model = OmegaConf.create({"channels": [8, 16, 32, 64], "strides": [2, 2, 2]})
     fields = {"spatial_dims": 2, "patch_size": None, "batch_size": None, "samples_per_volume": 2, "resample": True,
               "normalization": None, "plan": None}
     data = OmegaConf.create({**fields, "patch_scale": 0.5, "batch_scale": 0.25})
-    apply_plan(data, plan)
+    apply_plan(data, model, plan)
     assert list(data.patch_size) == [48, 40] and data.batch_size == 2  # 16 x 0.25 crops, 2 per volume
     plain = OmegaConf.create(fields)  # without the keys: the plan's own
-    apply_plan(plain, plan)
+    apply_plan(plain, model, plan)
     assert list(plain.patch_size) == [96, 80] and plain.batch_size == 8
     with pytest.raises(ConfigError, match=r"data.batch_scale=0.0; give a positive factor"):
-        apply_plan(OmegaConf.create({**fields, "batch_scale": 0.0}), plan)
+        apply_plan(OmegaConf.create({**fields, "batch_scale": 0.0}), model, plan)
