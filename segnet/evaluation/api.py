@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
+from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.api import check_headers
 from segnet.inference.loading import load_for_inference, one_checkpoint, run_folder
 from segnet.inference.postprocessing import rules_for
@@ -36,6 +37,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                         rules=rules).run(cases)
     summary = summarize(results, list(model.data["class_names"]))
     write_reports(summary, output_dir)
-    log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports in %s", summary["foreground_mean"]["Dice"],
-             summary["foreground_mean"]["HD95"], output_dir)
+    write_case_pictures(summary, output_dir)
+    log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports and cases_<class>.png in %s",
+             summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"], output_dir)
     return summary

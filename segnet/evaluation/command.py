@@ -1,6 +1,7 @@
 """segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
-style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv and
-predictions/<case>.nii.gz (in each image's own geometry) in the run folder."""
+style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv,
+predictions/<case>.nii.gz (in each image's own geometry) and, per class, cases_<class>.png (its
+worst, median and best case: segnet.evaluation.pictures) in the run folder."""
 
 from segnet.commands import hydra_command
 from segnet.evaluation.api import evaluate

@@ -280,6 +280,7 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
         assert written.shape == image.shape and np.allclose(written.affine, image.affine)
         assert 0.0 <= case["metrics"]["1"]["Dice"] <= 1.0
     assert len(list(csv.DictReader(open(out / "per_case.csv")))) == 8
+    assert sorted(p.name for p in out.glob("cases_*.png")) == ["cases_core.png", "cases_shell.png"]
 
 
 def test_evaluate_script_reports_a_missing_checkpoint(tmp_path):

@@ -55,6 +55,7 @@ def test_the_device_is_the_trainers_unless_given(monkeypatch):
     assert planned_device(compose_config([*folder, "trainer=cpu", "data.plan_for=gpu"])) == "gpu"
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     assert planned_device(compose_config([*folder, "trainer.accelerator=auto"])) == "gpu"
+    assert planned_device(compose_config([*folder, "trainer=cpu"])) == "cpu"  # a GPU in sight, a CPU trainer
     assert planned_device(compose_config(folder, name="plan")) == "gpu"  # no trainer: a visible GPU
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert planned_device(compose_config(folder, name="plan")) == "cpu"

@@ -175,9 +175,14 @@ def test_the_recipe_ablation_composes_each_part_over_the_plan_and_each_budget_af
     assert compose_config(base + ["recipe=small_patch"]).data.patch_scale == 0.5
     assert compose_config(base + ["recipe=small_batch"]).data.batch_scale == 0.25
     assert compose_config(base + ["recipe=no_affine"]).data.affine_augmentation is False
+    assert compose_config(base + ["recipe=deep_supervision"]).model.deep_supervision is True
+    sized = compose_config(base + ["recipe=sized_network"]).model
+    assert sized.channels is None and sized.strides is None and sized.deep_supervision is False
+    assert compose_config(base + ["recipe=sgd_poly"]).optim.name == "sgd_poly"
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         sweep = compose(config_name="train", overrides=base, return_hydra_config=True).hydra.sweeper.params
-    assert dict(sweep) == {"recipe": "plan,small_patch,no_affine,small_batch", "budget": "short,long",
+    assert dict(sweep) == {"recipe": "plan,small_patch,no_affine,small_batch,deep_supervision,sized_network,sgd_poly",
+                           "budget": "short,long",
                            "seed": "0,1,2", "data.fold": "0,1,2,3,4"}

@@ -1,0 +1,57 @@
+"""segnet-evaluate's pictures (segnet.evaluation.pictures): per class the worst, median and best
+case by Dice, each drawn at the slice through the class."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.image
+import numpy as np
+
+from segnet.data.phantom import save_nifti
+from segnet.evaluation.pictures import centre_slice, ranked_cases, write_case_pictures
+
+
+def entry(name: str, dice: float, folder=None) -> dict:
+    files = {key: str(folder / f"{name}_{key}.nii.gz") if folder else key for key in ("image", "label", "pred")}
+    return {"image": files["image"], "reference_file": files["label"], "prediction_file": files["pred"],
+            "metrics": {"1": {"name": "core", "Dice": dice}}}
+
+
+def test_the_worst_median_and_best_by_dice_leaving_out_cases_without_one():
+    cases = [entry(n, d) for n, d in [("a", 0.9), ("b", math.nan), ("c", 0.2), ("d", 0.5), ("e", 0.7)]]
+    summary = {"metric_per_case": cases + [{**entry("f", 0.0), "metrics": None}], "mean": {"1": {"name": "core"}}}
+    chosen = ranked_cases(summary, "1")
+    assert {rank: case["metrics"]["1"]["Dice"] for rank, case in chosen.items()} == {
+        "worst": 0.2, "median": 0.5, "best": 0.9}  # the lower middle of four
+    assert ranked_cases({"metric_per_case": [entry("b", math.nan)]}, "1") == {}
+
+
+def test_the_slice_goes_through_the_class():
+    label, prediction = np.zeros((8, 8, 12), np.uint8), np.zeros((8, 8, 12), np.uint8)
+    label[2:5, 2:5, 6:9] = 1
+    prediction[:, :, 2] = 2
+    assert centre_slice(label, prediction, 1) == 7
+    assert centre_slice(label, prediction, 2) == 2  # absent from the label: the prediction's
+    assert centre_slice(label, prediction, 3) == 6  # in neither: the middle
+
+
+def test_one_picture_per_class_with_the_outlines_drawn(tmp_path):
+    rng = np.random.default_rng(0)
+    cases = []
+    for i, dice in enumerate([0.3, 0.6, 0.9]):
+        label = np.zeros((24, 24, 5), np.uint8)
+        label[6:18, 6:18, 1:4] = 1
+        save_nifti(tmp_path / f"c{i}_image.nii.gz", rng.normal(size=label.shape).astype(np.float32))
+        save_nifti(tmp_path / f"c{i}_label.nii.gz", label)
+        save_nifti(tmp_path / f"c{i}_pred.nii.gz", np.roll(label, 3 - i, axis=0))
+        cases.append(entry(f"c{i}", dice, tmp_path))
+    summary = {"metric_per_case": cases, "mean": {"1": {"name": "core"}, "2": {"name": "rim"}}}
+    for case in cases:
+        case["metrics"]["2"] = {"name": "rim", "Dice": math.nan}  # never scored: no picture
+    written = write_case_pictures(summary, tmp_path)
+    assert [p.name for p in written] == ["cases_core.png"]
+    pixels = matplotlib.image.imread(written[0])[..., :3]
+    green = (pixels[..., 1] > 0.8) & (pixels[..., 0] < 0.3) & (pixels[..., 2] < 0.3)
+    red = (pixels[..., 0] > 0.8) & (pixels[..., 1] < 0.3) & (pixels[..., 2] < 0.3)
+    assert green.sum() > 50 and red.sum() > 50  # both outlines are drawn
