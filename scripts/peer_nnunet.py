@@ -203,6 +203,7 @@ def scores(predictions: Path, dataset: Path, cases: list[str], tool: str, fold: 
 
 def report(rows: list[dict[str, Any]], runs: dict[str, Any], output: Path) -> str:
     from segnet.evaluation.statistics import compare
+    from segnet.metrics import nanmean
 
     means = {(r["variant"], r["metric"]): [] for r in rows}
     for r in rows:
@@ -215,7 +216,7 @@ def report(rows: list[dict[str, Any]], runs: dict[str, Any], output: Path) -> st
     for metric in METRICS:
         (row,) = compare(rows, "nnunet", metric)
         comparisons[metric] = row
-        peer, ours = (float(_nanmean(means[(tool, metric)])) for tool in ("nnunet", "segnet"))
+        peer, ours = (float(nanmean(means[(tool, metric)])) for tool in ("nnunet", "segnet"))
         lines.append(f"| {metric} | {peer:.4f} | {ours:.4f} | {row['mean_difference']:+.4f} | "
                      f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | {row['p_wilcoxon']:.3g} | {row['verdict']} |")
     lines += ["", "| | step (s) | training (s) | steps |", "|---|---|---|---|",
@@ -228,11 +229,6 @@ def report(rows: list[dict[str, Any]], runs: dict[str, Any], output: Path) -> st
     (output / "peer.json").write_text(json.dumps({**runs, "comparison": comparisons, "scores": rows}, indent=2))
     plot(rows, comparisons, output / "peer.png")
     return text
-
-
-def _nanmean(values: list[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return sum(finite) / len(finite) if finite else math.nan
 
 
 def plot(rows: list[dict[str, Any]], comparisons: dict[str, Any], path: Path) -> None:
