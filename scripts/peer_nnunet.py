@@ -29,6 +29,7 @@ differences), the nnU-Net folders, and segnet's run and evaluation folders.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -257,6 +258,8 @@ def plot(rows: list[dict[str, Any]], comparisons: dict[str, Any], path: Path) ->
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    if importlib.util.find_spec("nnunetv2") is None:
+        raise SystemExit('nnU-Net v2 is not installed: pip install -e ".[peer]" (or pip install nnunetv2)')
     args.output.mkdir(parents=True, exist_ok=True)
     point_nnunet_at(args.output)
     dataset = args.dataset.resolve()
