@@ -84,6 +84,21 @@ def write_phantom_dataset(
     return write_dataset_json(root, layout, ("background", "core", "shell"), modalities, names, name="Phantom")
 
 
+IN_PLANE_MM = (0.7, 0.75, 0.8, 0.9)
+SLICE_MM = (2.0, 2.5, 3.0)
+
+
+def anisotropic_grids(cases: int, seed: int = 0) -> list[tuple[tuple[float, float, float], str]]:
+    """Grids of a thick-slice acquisition, as clinical MRI stores them: in-plane spacing from
+    IN_PLANE_MM, slices SLICE_MM apart, RAS or LPS storage; one per case, drawn from the seed."""
+    rng = np.random.default_rng(seed)
+    grids = []
+    for _ in range(cases):
+        in_plane, thickness = float(rng.choice(IN_PLANE_MM)), float(rng.choice(SLICE_MM))
+        grids.append(((in_plane, in_plane, thickness), str(rng.choice(["RAS", "LPS"]))))
+    return grids
+
+
 def save_nifti(path: Path, array: np.ndarray, affine: np.ndarray | None = None) -> None:
     """`array` as a NIfTI file on the grid `affine` (the identity if None), its folder made."""
     path.parent.mkdir(parents=True, exist_ok=True)

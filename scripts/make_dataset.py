@@ -1,0 +1,48 @@
+"""Write a generated dataset folder: python scripts/make_dataset.py KIND DIR [--cases N] [--seed S]
+
+Three kinds, each a Decathlon folder (dataset.json, imagesTr, labelsTr) that trains and plans as a
+real dataset does (folds, the plan's patch and batch, RandAffined); nothing is downloaded:
+- hard: thin tubes and rings at low contrast with partial volume (segnet.data.hard), volumes of
+  independent 96 x 96 slices: train it in 2D (data.spatial_dims=2);
+- anisotropic: a 3D core-and-shell phantom among distractors (segnet.data.phantom) on thick-slice
+  grids (0.7-0.9 mm in plane, 2-3 mm slices, RAS or LPS storage): train it in 3D;
+- brain: T1-like heads, grey and white matter with a folded cortex and partial volume
+  (segnet.data.brain), 1 x 1 x 4 mm: train it in 2D.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from segnet.data.brain import write_brain_dataset
+from segnet.data.hard import write_hard_dataset
+from segnet.data.phantom import anisotropic_grids, write_phantom_dataset
+
+WRITERS = {
+    "hard": lambda root, cases, args: write_hard_dataset(root, cases, args.size, args.slices, args.seed),
+    "anisotropic": lambda root, cases, args: write_phantom_dataset(root, anisotropic_grids(cases, args.seed),
+                                                                   100 * args.seed),
+    "brain": lambda root, cases, args: write_brain_dataset(root, cases, args.seed),
+}
+DEFAULT_CASES = {"hard": 40, "anisotropic": 25, "brain": 40}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=sorted(WRITERS))
+    parser.add_argument("root", type=Path, help="the dataset folder to write (made if missing)")
+    parser.add_argument("--cases", type=int, default=None, help="default: 40 (hard, brain), 25 (anisotropic)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, default=96, help="hard: in-plane voxels per side")
+    parser.add_argument("--slices", type=int, default=4, help="hard: independent slices per volume")
+    args = parser.parse_args(argv)
+    cases = args.cases or DEFAULT_CASES[args.kind]
+    if cases < 1:
+        parser.error("--cases must be positive")
+    root = WRITERS[args.kind](args.root, cases, args)
+    print(f"wrote {cases} {args.kind} cases to {root}")
+
+
+if __name__ == "__main__":
+    main()
