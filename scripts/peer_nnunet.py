@@ -34,13 +34,13 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from segnet_runs import ROOT, folder_training, segnet_command
+
 ITERATIONS_PER_EPOCH = 250  # nnU-Net's; fewer when the budget affords less than one such epoch
 VALIDATION_SHARE = 5  # nnU-Net validates 50 iterations per 250
 DATASET_ID = 900
@@ -152,19 +152,10 @@ def nnunet_run(name: str, configuration: str, fold: int, budget: float, calibrat
             "train_seconds": train_seconds, "predictions": str(Path(trainer.output_folder) / "validation")}
 
 
-def segnet_command(program: list[str], overrides: list[str], run: Path) -> None:
-    """A segnet command as a user runs it, its run folder `run`; its errors end the comparison."""
-    done = subprocess.run([sys.executable, *program, *overrides, f"hydra.run.dir={run}"], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(program)} failed in {run}:\n{done.stderr[-3000:]}")
-
-
 def segnet_run(dataset: Path, output: Path, dims: int, fold: int, seed: int, budget: float,
                calibration: int) -> dict[str, Any]:
     """segnet's defaults on the fold for the budget, then segnet-evaluate on its validation cases."""
-    common = ["data=folder", f"data.root={dataset}", f"data.spatial_dims={dims}", f"data.fold={fold}",
-              f"seed={seed}", "data.num_workers=2"]
+    common = folder_training(dataset, dims, fold, seed)
     probe = output / "segnet_probe"
     segnet_command(["train.py"], [*common, f"trainer.max_steps={calibration}", "callbacks.step_timer.skip=1"], probe)
     step = json.loads((probe / "metrics.json").read_text())["step_time_ms_median"] / 1000
