@@ -4,7 +4,10 @@ per case and class as one tidy table, and what each variant costs.
 Three kinds of sweep, told apart by the config groups Hydra chose for the runs (.hydra/hydra.yaml):
 - placement (experiment=ablation_placement): the variant is the conf/variant/ option; baseline none.
 - recipe (experiment=ablation_recipe): the variant is the conf/recipe/ option, and runs are grouped
-  by their conf/budget/ option (each budget is compared on its own); baseline plan.
+  by their conf/budget/ option (each budget is compared on its own); baseline plan. The baseline's
+  runs also give "postprocessing: <rule>" variants: the same predictions' Dice after each
+  candidate rule of segnet-postprocess (metrics.json's val_dice_postprocessed_per_case), paired
+  with the predictions as they are (the rule's cost is not a training's: the baseline's is shown).
 - backends (experiment=ablation_backends, no such group): the variant is the op backend the run used,
   "+ compile" where it ran under torch.compile; baseline python (eager).
 A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
@@ -27,6 +30,12 @@ from segnet.errors import ConfigError
 
 COSTS = ("parameters", "step_time_ms_median", "samples_per_s", "peak_memory_mb")
 METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case"}
+POSTPROCESSED_KEY = "val_dice_postprocessed_per_case"  # {rule: {case: {class: Dice}}}, the final validation's
+
+
+def postprocessed(trial: str) -> str:
+    """The recipe ablation's name for the baseline's predictions after one postprocessing rule."""
+    return f"postprocessing: {trial}"
 # kind -> (the config group naming a run's variant, the group naming its comparison group, the baseline)
 KINDS = {"placement": ("variant", None, "none"), "recipe": ("recipe", "budget", "plan"),
          "backends": (None, None, "python")}
@@ -104,12 +113,16 @@ def load_sweep(sweep_dir: Path) -> Sweep:
             sweep.failed.append(f"{run.name} ({variant}): no metrics.json")
             continue
         fold = config.get("data", {}).get("fold", "all")
-        for metric, key in METRIC_KEYS.items():
-            for case, per_class in metrics.get(key, {}).items():
-                sweep.scores += [{"group": group, "variant": variant, "fold": fold, "seed": config.get("seed"),
+        scored = {variant: {metric: metrics.get(key, {}) for metric, key in METRIC_KEYS.items()}}
+        if sweep.kind == "recipe" and variant == sweep.baseline:  # postprocessing on, paired with off
+            scored.update({postprocessed(trial): {"Dice": per_case}
+                           for trial, per_case in metrics.get(POSTPROCESSED_KEY, {}).items()})
+        for label, per_metric in scored.items():
+            for metric, per_case in per_metric.items():
+                sweep.scores += [{"group": group, "variant": label, "fold": fold, "seed": config.get("seed"),
                                   "case": case, "class": name, "metric": metric, "value": value}
-                                 for name, value in per_class.items()]
-        for key in COSTS:
-            costs[group, variant][key].append(metrics.get(key, float("nan")))
+                                 for case, per_class in per_case.items() for name, value in per_class.items()]
+            for key in COSTS:
+                costs[group, label][key].append(metrics.get(key, float("nan")))
     sweep.costs = {label: {k: float(np.mean(x)) for k, x in c.items()} for label, c in costs.items()}
     return sweep

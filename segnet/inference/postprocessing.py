@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy import ndimage
 
 from segnet.errors import ConfigError
+from segnet.metrics import dice_per_class, drop_ignored
 
 FILE = "postprocessing.json"
 
@@ -47,6 +49,22 @@ def largest_component(label_map: np.ndarray, labels: list[int] | None) -> np.nda
         return label_map
     largest = 1 + int(np.argmax(np.bincount(components.ravel())[1:]))
     return np.where(mask & (components != largest), 0, label_map).astype(label_map.dtype)
+
+
+TRIALS = ("none", "foreground", "classes", "foreground and classes")
+
+
+def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int,
+                ignore_label: int | None = None) -> dict[str, list[float]]:
+    """A case's Dice per foreground class under each trial of TRIALS."""
+    every_class = Rules(classes=tuple(range(1, num_classes)))
+    foreground = Rules(foreground=True).apply(prediction)
+    maps = (prediction, foreground, every_class.apply(prediction), every_class.apply(foreground))
+    scores = {}
+    for name, label_map in zip(TRIALS, maps, strict=True):
+        kept, known, _ = drop_ignored(label_map.astype(np.int64), reference.astype(np.int64), ignore_label)
+        scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known), num_classes)
+    return scores
 
 
 def read_rules(path: Path) -> Rules:

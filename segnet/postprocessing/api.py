@@ -20,10 +20,10 @@ from segnet.evaluation.evaluator import check_compatible, read_reference, select
 from segnet.files import write_json
 from segnet.inference.api import check_headers
 from segnet.inference.loading import load_for_inference
-from segnet.inference.postprocessing import FILE
+from segnet.inference.postprocessing import FILE, case_scores
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import nanmean
-from segnet.postprocessing.decide import case_scores, decide
+from segnet.postprocessing.decide import decide
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-postprocess data.root=DATASET 'runs=[RUN_FOLD0,RUN_FOLD1,...]'"

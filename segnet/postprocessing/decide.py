@@ -12,26 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-import torch
-
-from segnet.inference.postprocessing import Rules
-from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean
-
-TRIALS = ("none", "foreground", "classes", "foreground and classes")
-
-
-def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int,
-                ignore_label: int | None = None) -> dict[str, list[float]]:
-    """A case's Dice per foreground class under each trial of TRIALS."""
-    every_class = Rules(classes=tuple(range(1, num_classes)))
-    foreground = Rules(foreground=True).apply(prediction)
-    maps = (prediction, foreground, every_class.apply(prediction), every_class.apply(foreground))
-    scores = {}
-    for name, label_map in zip(TRIALS, maps, strict=True):
-        kept, known, _ = drop_ignored(label_map.astype(np.int64), reference.astype(np.int64), ignore_label)
-        scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known), num_classes)
-    return scores
+from segnet.inference.postprocessing import TRIALS, Rules
+from segnet.metrics import mean_per_class, nanmean
 
 
 def decide(per_case: Iterable[dict[str, list[float]]]) -> tuple[Rules, dict[str, list[float]]]:

@@ -25,11 +25,12 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
 from segnet.inference.loading import refusing_unsafe
+from segnet.inference.postprocessing import TRIALS
 from segnet.planning.api import plan_for_run, record_plan, size_network
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.fine_tuning import initialize_from
-from segnet.training.module import SegmentationModule
+from segnet.training.module import SegmentationModule, postprocessed_dice
 from segnet.training.resume import check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
 log = logging.getLogger(__name__)
@@ -239,6 +240,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         # per validation case and class, for paired comparisons of runs (segnet.evaluation.ablation);
         # HD95 and NSD in mm, as evaluation computes them
         **{f"val_{metric.lower()}_per_case": per_case_scores(module, metric) for metric in ("Dice", "HD95", "NSD")},
+        # the same cases' Dice after each candidate postprocessing rule, for the recipe ablation
+        "val_dice_postprocessed_per_case": {trial: per_case_scores(module, postprocessed_dice(trial))
+                                            for trial in TRIALS[1:]},
         **timer.summary(),
         "peak_memory_mb": memory,
         "parameters": sum(p.numel() for p in module.net.parameters()),

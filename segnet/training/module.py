@@ -6,6 +6,9 @@ Validation scores every case's Dice per class; a validation run by itself (train
 final one of every training) also its HD95 and normalized surface Dice in mm (segnet.metrics.surface_scores,
 as evaluation computes them), which the periodic validations during fit skip: they need only Dice to
 pick the best checkpoint, and distance transforms of every case would cost more than the prediction.
+The final validation also scores each case's Dice after each candidate postprocessing rule
+(segnet.inference.postprocessing.TRIALS), so that the recipe ablation pairs "postprocessing on"
+with "off" on the same predictions.
 
 Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
 enough to evaluate it (segnet-evaluate).
@@ -23,6 +26,7 @@ from monai.data import MetaTensor
 
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.inference.postprocessing import TRIALS, case_scores
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
 from segnet.model.loss import training_loss
@@ -30,7 +34,12 @@ from segnet.model.network import build_network
 from segnet.training.optimizers import optimizer_and_schedule
 from segnet.training.visualize import validation_panel
 
-CaseScores = dict[str, list[float]]  # metric ("Dice", "HD95", "NSD") -> one value per foreground class
+CaseScores = dict[str, list[float]]  # metric ("Dice", "HD95", "NSD", postprocessed_dice(trial)) -> one value per class
+
+
+def postprocessed_dice(trial: str) -> str:
+    """The CaseScores key of the Dice after one of the postprocessing TRIALS."""
+    return f"Dice after {trial}"
 
 
 def gather_from_ranks(scores: dict[str, CaseScores]) -> dict[str, CaseScores]:
@@ -111,8 +120,11 @@ class SegmentationModule(L.LightningModule):
         prediction = self.predict_logits(image).argmax(1, keepdim=True)
         surfaces = self.trainer.state.fn == TrainerFn.VALIDATING  # not the validations within fit
         for index, (name, pred, label) in enumerate(zip(batch["name"], prediction, labels, strict=True)):
+            trials = case_scores(pred[0].cpu().numpy(), label[0].cpu().numpy(), len(self.class_names),
+                                 self.ignore_label) if surfaces else {}
             pred, label, _ = drop_ignored(pred, label, self.ignore_label)
-            scores = {"Dice": dice_per_class(pred, label, len(self.class_names))}
+            scores = {"Dice": dice_per_class(pred, label, len(self.class_names)),
+                      **{postprocessed_dice(trial): trials[trial] for trial in TRIALS[1:] if trials}}
             if surfaces:
                 spacing = case_spacing(batch, index, label.ndim - 1)
                 scores["HD95"], scores["NSD"] = surface_scores(pred[0].cpu(), label[0].cpu(), len(self.class_names),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.sweeps import csv_rows, run_report, write_hydra, write_run
+from helpers.sweeps import CLASSES, csv_rows, run_report, write_hydra, write_run
 
 
 def planted(rng, cases):
@@ -97,3 +97,28 @@ def test_a_failed_run_is_named_and_fails_the_report(tmp_path):
     ran = run_report(tmp_path)
     assert ran.returncode == 1
     assert "- FLAG: run 2 (edge): no metrics.json" in ran.stdout
+
+
+def test_postprocessing_on_is_paired_with_off_on_the_baselines_predictions(tmp_path):
+    """recipe=plan's runs carry each case's Dice after each postprocessing rule: the foreground's
+    largest component planted to help every case, each class's to cost every case. Each rule becomes
+    a variant paired with plan's own predictions, on Dice alone; other recipes' rules are not read."""
+    rng = np.random.default_rng(5)
+    cases = [f"case_{i}" for i in range(10)]
+    for seed in range(2):
+        base = {c: float(rng.uniform(0.5, 0.8)) for c in cases}
+        rules = {rule: {c: {name: v + shift + 0.001 * i for name in CLASSES} for i, (c, v) in enumerate(base.items())}
+                 for rule, shift in (("foreground", 0.03), ("classes", -0.02))}
+        for recipe in ("plan", "no_affine"):
+            write_run(tmp_path / f"{recipe}{seed}", {"recipe": recipe, "budget": "short", "variant": None},
+                      {"seed": seed, "data": {"fold": 0}}, {"Dice": base, "NSD": base},
+                      val_dice_postprocessed_per_case=rules)
+    ran = run_report(tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    rows = csv_rows(tmp_path)
+    assert rows["budget=short", "Dice", "postprocessing: foreground"]["verdict"] == "better"
+    assert float(rows["budget=short", "Dice", "postprocessing: foreground"]["mean_difference"]) == pytest.approx(
+        0.03 + 0.0045)
+    assert rows["budget=short", "Dice", "postprocessing: classes"]["verdict"] == "worse"
+    assert {variant for _, metric, variant in rows if metric == "NSD"} == {"no_affine"}
+    assert {variant for _, _, variant in rows} == {"no_affine", "postprocessing: foreground", "postprocessing: classes"}

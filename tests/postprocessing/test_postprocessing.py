@@ -15,9 +15,9 @@ from helpers.training import compose_config, train_tiny_task
 from segnet.errors import ConfigError
 from segnet.evaluation.api import evaluate
 from segnet.evaluation.evaluator import Evaluator
-from segnet.inference.postprocessing import FILE, NONE, Rules, read_rules, rules_for
+from segnet.inference.postprocessing import FILE, NONE, Rules, case_scores, read_rules, rules_for
 from segnet.postprocessing.api import postprocess
-from segnet.postprocessing.decide import case_scores, decide
+from segnet.postprocessing.decide import decide
 
 
 def two_class_case() -> tuple[np.ndarray, np.ndarray]:

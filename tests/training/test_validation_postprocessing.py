@@ -1,0 +1,44 @@
+"""The final validation scores each case's Dice after each candidate postprocessing rule beside the
+Dice as predicted (what experiment=ablation_recipe pairs as postprocessing on and off); the
+validations within fit do not."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.trainer.states import TrainerFn
+
+from helpers.training import compose_config, tiny_overrides
+from segnet.training.api import build_module
+from segnet.training.module import postprocessed_dice
+
+
+def validated(fn: TrainerFn, monkeypatch) -> dict:
+    """A class-1 square and a class-2 square, predicted with a stray class-1 island far from both."""
+    module = build_module(compose_config(tiny_overrides(2)), "python")
+    label = torch.zeros(1, 1, 16, 16, dtype=torch.long)
+    label[0, 0, 2:8, 2:8], label[0, 0, 10:14, 10:14] = 1, 2
+    prediction = label.clone()
+    prediction[0, 0, 12:14, 1:3] = 1
+    one_hot = F.one_hot(prediction[:, 0], 3).permute(0, 3, 1, 2).float()
+    monkeypatch.setattr(module, "predict_logits", lambda image: one_hot)
+    monkeypatch.setattr(module, "log", lambda *args, **kwargs: None)
+    module._trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), logger=None, sanity_checking=False)
+    module.validation_step({"image": torch.zeros(1, 1, 16, 16), "label": label, "name": ["case_a"]}, 1)
+    module.on_validation_epoch_end()
+    return module.val_scores_per_case["case_a"]
+
+
+def test_each_rule_is_scored_on_the_same_prediction(monkeypatch):
+    scores = validated(TrainerFn.VALIDATING, monkeypatch)
+    assert scores["Dice"] == pytest.approx([2 * 36 / (40 + 36), 1.0])  # the island costs class 1
+    assert scores[postprocessed_dice("classes")] == pytest.approx([1.0, 1.0])  # each class's largest part
+    assert scores[postprocessed_dice("foreground")] == pytest.approx([1.0, 0.0])  # the foreground's: class 1's
+    assert scores[postprocessed_dice("foreground and classes")] == pytest.approx([1.0, 0.0])
+
+
+def test_validations_within_fit_score_dice_alone(monkeypatch):
+    assert set(validated(TrainerFn.FITTING, monkeypatch)) == {"Dice"}
