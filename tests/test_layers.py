@@ -22,6 +22,7 @@ PACKAGE = ROOT / "segnet"
 # prediction needs a trained network (segnet.inference.model), not the training code.
 LAYERS = (
     ("errors", "files", "cluster", "metrics"),
+    ("topology",),
     ("data",),
     ("config",),
     ("commands",),

@@ -11,7 +11,8 @@ Three kinds of sweep, told apart by the config groups Hydra chose for the runs (
 - backends (experiment=ablation_backends, no such group): the variant is the op backend the run used,
   "+ compile" where it ran under torch.compile; baseline python (eager).
 A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
-val_hd95_per_case, val_nsd_per_case; a metric the run did not record is left out). A run without
+val_hd95_per_case, val_nsd_per_case, and the topology metrics of thin classes; a metric the run
+did not record is left out). A run without
 metrics.json failed, and is named.
 """
 
@@ -29,7 +30,10 @@ from omegaconf import DictConfig, OmegaConf
 from segnet.errors import ConfigError
 
 COSTS = ("parameters", "step_time_ms_median", "samples_per_s", "peak_memory_mb")
-METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case"}
+METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case",
+               # the thin classes' (data.topology_classes), where a run scored them
+               "clDice": "val_cldice_per_case", "Betti0 error": "val_betti0_error_per_case",
+               "Betti1 error": "val_betti1_error_per_case"}
 POSTPROCESSED_KEY = "val_dice_postprocessed_per_case"  # {rule: {case: {class: Dice}}}, the final validation's
 
 

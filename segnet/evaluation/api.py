@@ -10,11 +10,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
-from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
+from segnet.evaluation.evaluator import (
+    Evaluator,
+    check_compatible,
+    select_cases,
+    summarize,
+    write_reports,
+)
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.api import check_headers
 from segnet.inference.loading import load_for_inference, one_checkpoint, run_folder
 from segnet.inference.postprocessing import rules_for
+from segnet.topology import topology_classes
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +40,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     rules = rules_for(cfg.postprocessing, [run_folder(checkpoint)])
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
+    topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
-                        rules=rules).run(cases)
+                        rules=rules, topology=topology).run(cases)
     summary = summarize(results, list(model.data["class_names"]))
     write_reports(summary, output_dir)
     write_case_pictures(summary, output_dir)

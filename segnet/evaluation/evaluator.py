@@ -5,7 +5,8 @@ slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA; map
 image's own geometry and written as a NIfTI with the image's affine), and scored against the
 label file as stored, per class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
 HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
-(segnet.metrics).
+(segnet.metrics); for the classes named thin (topology_classes), clDice and the Betti errors
+(segnet.topology), NaN for the others.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from segnet.inference.model import TrainedModel
 from segnet.inference.postprocessing import NONE, Rules
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
+from segnet.topology import TOPOLOGY_METRICS, topology_scores
 
 SPLITS = ("validation", "test", "all")
 
@@ -70,7 +72,8 @@ class CaseResult:
 
 
 # The per-class numbers every case gets, in summary.json and per_case.csv (and averaged).
-METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_ref", "volume_pred_mm3", "volume_ref_mm3")
+METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_ref", "volume_pred_mm3", "volume_ref_mm3",
+           *TOPOLOGY_METRICS)
 
 
 def read_reference(label_file: str, shape: tuple[int, ...]) -> tuple[np.ndarray, list[float]]:
@@ -87,20 +90,25 @@ def read_reference(label_file: str, shape: tuple[int, ...]) -> tuple[np.ndarray,
 
 def score_case(
     prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
-    ignore_label: int | None = None,
+    ignore_label: int | None = None, topology: list[int] = (),
 ) -> dict[str, dict[str, Any]]:
+    """Every METRICS number of each foreground class; the topology metrics for the classes in
+    `topology` alone (NaN for the others)."""
     reference, spacing = read_reference(label_file, prediction.shape)
     prediction, reference, scored = drop_ignored(prediction.astype(np.int64), reference, ignore_label)
     voxel_mm3 = float(np.prod(spacing))
     pred_t, ref_t = torch.from_numpy(prediction.astype(np.int64)), torch.from_numpy(reference)
     dice = dice_per_class(pred_t, ref_t, len(class_names))
     hd95, nsd = surface_scores(pred_t, ref_t, len(class_names), spacing, nsd_tolerance_mm)
+    shapes = topology_scores(prediction, reference, list(topology))
     metrics = {}
     for c in range(1, len(class_names)):
         counts = overlap_counts(prediction, reference, c, scored)
+        at = list(topology).index(c) if c in topology else None
         metrics[str(c)] = {
             "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "NSD": nsd[c - 1], **counts,
             "volume_pred_mm3": counts["n_pred"] * voxel_mm3, "volume_ref_mm3": counts["n_ref"] * voxel_mm3,
+            **{k: shapes[k][at] if at is not None else float("nan") for k in TOPOLOGY_METRICS},
         }
     return metrics
 
@@ -109,16 +117,17 @@ class Evaluator(PredictionWriter):
     """Predictions (predictions/<case>.nii.gz in output_dir) scored against each case's label."""
 
     def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
-                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE):
+                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE, topology: list[int] = ()):
         super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions",
                          rules=rules)
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
+        self.topology = list(topology)
 
     def run_case(self, case: Case) -> CaseResult:
         prediction = super().run_case(case)
         metrics = score_case(prediction.label_map, case.label, self.class_names, self.nsd_tolerance_mm,
-                             self.predictor.ignore_label) if case.label else None
+                             self.predictor.ignore_label, self.topology) if case.label else None
         return CaseResult(case, prediction.file, metrics)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-HIGHER_IS_BETTER = {"Dice": True, "IoU": True, "NSD": True, "HD95": False}
+HIGHER_IS_BETTER = {"Dice": True, "IoU": True, "NSD": True, "HD95": False, "clDice": True, "Betti0 error": False,
+                    "Betti1 error": False}
 
 Key = tuple[Hashable, ...]  # (fold, seed, case, class) within one variant, or a projection of it
 

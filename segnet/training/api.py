@@ -27,6 +27,7 @@ from segnet.files import write_json
 from segnet.inference.loading import refusing_unsafe
 from segnet.inference.postprocessing import TRIALS
 from segnet.planning.api import plan_for_run, record_plan, size_network
+from segnet.topology import TOPOLOGY_METRICS
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.fine_tuning import initialize_from
@@ -162,6 +163,12 @@ def _score(value: Any) -> float:
     return float(value) if value is not None else float("nan")
 
 
+def per_case_key(metric: str) -> str:
+    """metrics.json's key of one metric's final-validation scores per case: val_dice_per_case,
+    val_betti0_error_per_case, ..."""
+    return f"val_{metric.lower().replace(' ', '_')}_per_case"
+
+
 def per_case_scores(module: SegmentationModule, metric: str) -> dict[str, dict[str, float]]:
     """The final validation's {case: {class name: score}} of one metric, cases in name order."""
     return {case: dict(zip(module.class_names[1:], map(_score, scores), strict=True))
@@ -239,7 +246,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "val_dice_per_class": {name: _score(final.get(f"val/dice_{name}")) for name in module.class_names[1:]},
         # per validation case and class, for paired comparisons of runs (segnet.evaluation.ablation);
         # HD95 and NSD in mm, as evaluation computes them
-        **{f"val_{metric.lower()}_per_case": per_case_scores(module, metric) for metric in ("Dice", "HD95", "NSD")},
+        **{per_case_key(metric): per_case_scores(module, metric) for metric in ("Dice", "HD95", "NSD")},
+        **{per_case_key(metric): per_case_scores(module, metric) for metric in TOPOLOGY_METRICS if module.topology},
         # the same cases' Dice after each candidate postprocessing rule, for the recipe ablation
         "val_dice_postprocessed_per_case": {trial: per_case_scores(module, postprocessed_dice(trial))
                                             for trial in TRIALS[1:]},

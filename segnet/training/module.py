@@ -4,8 +4,9 @@ whole-image validation inference (segnet.inference.windows), TensorBoard images.
 
 Validation scores every case's Dice per class; a validation run by itself (trainer.validate, the
 final one of every training) also its HD95 and normalized surface Dice in mm (segnet.metrics.surface_scores,
-as evaluation computes them), which the periodic validations during fit skip: they need only Dice to
-pick the best checkpoint, and distance transforms of every case would cost more than the prediction.
+as evaluation computes them) and, for data.topology_classes, clDice and the Betti errors
+(segnet.topology). The periodic validations during fit skip those: they need only Dice to pick
+the best checkpoint, and distance transforms of every case would cost more than the prediction.
 The final validation also scores each case's Dice after each candidate postprocessing rule
 (segnet.inference.postprocessing.TRIALS), so that the recipe ablation pairs "postprocessing on"
 with "off" on the same predictions.
@@ -31,6 +32,7 @@ from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
 from segnet.model.loss import training_loss
 from segnet.model.network import build_network
+from segnet.topology import topology_classes, topology_scores
 from segnet.training.optimizers import optimizer_and_schedule
 from segnet.training.visualize import validation_panel
 
@@ -88,6 +90,7 @@ class SegmentationModule(L.LightningModule):
         self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims], probs=no_affine)
                              if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
+        self.topology = topology_classes(data.get("topology_classes"), self.class_names)  # thin classes
         self._val_scores: dict[str, CaseScores] = {}  # case name -> its scores, this rank's cases
         self.val_scores_per_case: dict[str, CaseScores] = {}  # every rank's, after a validation
 
@@ -129,9 +132,18 @@ class SegmentationModule(L.LightningModule):
                 spacing = case_spacing(batch, index, label.ndim - 1)
                 scores["HD95"], scores["NSD"] = surface_scores(pred[0].cpu(), label[0].cpu(), len(self.class_names),
                                                                spacing)
+                scores.update(self._topology_scores(pred[0].cpu().numpy(), label[0].cpu().numpy()))
             self._val_scores[name] = scores
         if batch_idx == 0:
             self._log_panel(image[0], prediction[0], labels[0])
+
+    def _topology_scores(self, prediction, reference) -> CaseScores:
+        """clDice and the Betti errors per foreground class: the thin classes' own, NaN for the others."""
+        if not self.topology:
+            return {}
+        found = topology_scores(prediction, reference, self.topology)
+        return {metric: [values[self.topology.index(c)] if c in self.topology else float("nan")
+                         for c in range(1, len(self.class_names))] for metric, values in found.items()}
 
     def on_validation_epoch_end(self) -> None:
         # Every rank's cases, each once (the distributed sampler pads ranks with repeated

@@ -31,7 +31,7 @@ SECTIONS = ("model", "data", "optim", "inference")  # SegmentationModule's hyper
 # module's class and group name, which name the code that reads the data (data=decathlon and
 # data=folder read a folder alike), not the data.
 RESUMABLE = {"data.num_workers", "data.cache_dir", "data.cache_rate", "data.augment_on", "inference.sw_batch_size",
-             "optim.schedule_steps", "data._target_", "data.name"}
+             "optim.schedule_steps", "data._target_", "data.name", "data.topology_classes"}
 
 
 def run_checkpoints(run_folder: Path) -> list[Path]:

@@ -64,6 +64,29 @@ def test_a_planted_hd95_worsening_is_worse(tmp_path):
     assert row["verdict"] == "worse" and float(row["ci_low"]) > 0
 
 
+def test_topology_metrics_are_compared_by_their_direction(tmp_path):
+    """A variant that breaks fewer structures (Betti-0 error down by one per case) is better, as is
+    one with a higher clDice; a run without topology scores has no such table."""
+    rng = np.random.default_rng(4)
+    cases = [f"case_{i}" for i in range(8)]
+    for seed in range(2):
+        errors = {c: float(rng.integers(2, 6)) for c in cases}
+        cl = {c: float(rng.uniform(0.5, 0.8)) for c in cases}
+        write_run(tmp_path / f"none{seed}", {"variant": "none"}, {"seed": seed, "data": {"fold": 0}},
+                  {"Dice": cl, "clDice": cl, "Betti0 error": errors})
+        write_run(tmp_path / f"skips{seed}", {"variant": "skips"}, {"seed": seed, "data": {"fold": 0}},
+                  {"Dice": cl, "clDice": {c: v + 0.05 for c, v in cl.items()},
+                   "Betti0 error": {c: v - 1 for c, v in errors.items()}})
+    ran = run_report(tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    rows = csv_rows(tmp_path)
+    assert rows["", "Betti0 error", "skips"]["verdict"] == "better"
+    assert float(rows["", "Betti0 error", "skips"]["mean_difference"]) == pytest.approx(-1.0)
+    assert rows["", "clDice", "skips"]["verdict"] == "better"
+    assert "### Betti0 error, lower is better" in ran.stdout
+    assert not any(metric == "Betti1 error" for _, metric, _ in rows)
+
+
 def test_a_recipe_sweep_is_compared_within_each_budget(tmp_path):
     """Smaller crops help at the short budget and hurt at the long one; the budgets must not be pooled
     (pooled, the two would cancel out) and recipe=plan is the baseline of each."""

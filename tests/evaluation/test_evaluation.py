@@ -16,9 +16,18 @@ from helpers.data import OBLIQUE_AFFINE, other_scanner, write_decathlon, write_n
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
-from segnet.evaluation.evaluator import METRICS, Evaluator, score_case, select_cases, summarize, write_reports
+from segnet.errors import ConfigError
+from segnet.evaluation.evaluator import (
+    METRICS,
+    Evaluator,
+    score_case,
+    select_cases,
+    summarize,
+    write_reports,
+)
 from segnet.inference.loading import load_checkpoint
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
+from segnet.topology import topology_classes
 from segnet.training.api import train
 
 
@@ -48,10 +57,12 @@ def as_probabilities(label_map: torch.Tensor, classes: int = 3) -> torch.Tensor:
     return torch.nn.functional.one_hot(label_map.long(), classes).movedim(-1, 0).float()
 
 
-def scored(prediction: np.ndarray, reference: np.ndarray, tmp_path, spacing=(1.0, 2.0, 3.0), tolerance=1.0):
+def scored(prediction: np.ndarray, reference: np.ndarray, tmp_path, spacing=(1.0, 2.0, 3.0), tolerance=1.0,
+           topology=()):
     path = tmp_path / "reference.nii.gz"
     nib.save(nib.Nifti1Image(reference.astype(np.uint8), np.diag([*spacing, 1.0])), str(path))
-    return score_case(prediction, str(path), ["background", "core", "shell"], nsd_tolerance_mm=tolerance)
+    return score_case(prediction, str(path), ["background", "core", "shell"], nsd_tolerance_mm=tolerance,
+                      topology=topology)
 
 
 def block(shape=(10, 12, 8), corner=(2, 3, 2), size=(4, 4, 3), value=1) -> np.ndarray:
@@ -86,6 +97,20 @@ def test_overlap_counts_iou_and_surface_dice(tmp_path):
     strict = scored(shifted, reference, tmp_path, tolerance=0.5)["1"]
     assert 0.0 < strict["NSD"] < 1.0
     assert math.isnan(scored(shifted, reference, tmp_path)["2"]["IoU"])  # in neither
+
+
+def test_the_thin_classes_get_cldice_and_betti_errors_and_the_others_nan(tmp_path):
+    reference = block(size=(4, 8, 1)) + block(corner=(7, 2, 5), size=(1, 9, 1), value=2)
+    broken = reference.copy()
+    broken[7, 6, 5] = 0  # the shell's line in two pieces
+    metrics = scored(broken, reference, tmp_path, topology=topology_classes(["shell"], ["background", "core", "shell"]))
+    assert metrics["2"]["Betti0 error"] == 1.0 and metrics["2"]["Betti1 error"] == 0.0
+    assert metrics["2"]["clDice"] == pytest.approx(2 * (8 / 9) / (1 + 8 / 9))
+    assert all(math.isnan(metrics["1"][k]) for k in ("clDice", "Betti0 error", "Betti1 error"))
+    assert topology_classes("all", ["background", "core", "shell"]) == [1, 2]
+    assert topology_classes("none", ["background", "core", "shell"]) == []
+    with pytest.raises(ConfigError, match="topology_classes names \\['vessel'\\]"):
+        topology_classes(["vessel"], ["background", "core", "shell"])
 
 
 def test_means_leave_nan_cases_out():

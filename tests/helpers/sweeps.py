@@ -15,7 +15,8 @@ import yaml
 from helpers import ROOT
 
 CLASSES = ("core", "shell")
-METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case"}
+METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case",
+               "clDice": "val_cldice_per_case", "Betti0 error": "val_betti0_error_per_case"}
 
 
 def write_hydra(folder: Path, choices: dict, config: dict) -> None:

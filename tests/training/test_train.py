@@ -16,7 +16,7 @@ from segnet.training.api import train
 METRIC_KEYS = {
     "val_dice_mean", "best_val_dice_mean", "val_dice_per_class", "step_time_ms_median", "samples_per_s",
     "peak_memory_mb", "backend", "compile", "epochs", "global_step", "versions", "val_dice_per_case",
-    "val_hd95_per_case", "val_nsd_per_case",
+    "val_hd95_per_case", "val_nsd_per_case", "val_dice_postprocessed_per_case",
 }
 
 

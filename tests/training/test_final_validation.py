@@ -1,9 +1,11 @@
-"""The final validation scores each case's Dice after each candidate postprocessing rule beside the
-Dice as predicted (what experiment=ablation_recipe pairs as postprocessing on and off); the
-validations within fit do not."""
+"""What the final validation scores beyond Dice: each case's Dice after each candidate
+postprocessing rule (what experiment=ablation_recipe pairs as postprocessing on and off), and
+clDice and the Betti errors of the thin classes (data.topology_classes); the validations within
+fit score Dice alone."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -16,9 +18,9 @@ from segnet.training.api import build_module
 from segnet.training.module import postprocessed_dice
 
 
-def validated(fn: TrainerFn, monkeypatch) -> dict:
+def validated(fn: TrainerFn, monkeypatch, *overrides: str) -> dict:
     """A class-1 square and a class-2 square, predicted with a stray class-1 island far from both."""
-    module = build_module(compose_config(tiny_overrides(2)), "python")
+    module = build_module(compose_config([*tiny_overrides(2), *overrides]), "python")
     label = torch.zeros(1, 1, 16, 16, dtype=torch.long)
     label[0, 0, 2:8, 2:8], label[0, 0, 10:14, 10:14] = 1, 2
     prediction = label.clone()
@@ -40,5 +42,13 @@ def test_each_rule_is_scored_on_the_same_prediction(monkeypatch):
     assert scores[postprocessed_dice("foreground and classes")] == pytest.approx([1.0, 0.0])
 
 
+def test_the_thin_classes_get_topology_scores(monkeypatch):
+    scores = validated(TrainerFn.VALIDATING, monkeypatch, "data.topology_classes=[class1]")
+    assert scores["Betti0 error"][0] == 1.0 and scores["Betti1 error"][0] == 0.0  # the island: one more part
+    assert 0 < scores["clDice"][0] < 1
+    assert all(math.isnan(scores[metric][1]) for metric in ("clDice", "Betti0 error", "Betti1 error"))
+    assert "clDice" not in validated(TrainerFn.VALIDATING, monkeypatch)  # none by default
+
+
 def test_validations_within_fit_score_dice_alone(monkeypatch):
-    assert set(validated(TrainerFn.FITTING, monkeypatch)) == {"Dice"}
+    assert set(validated(TrainerFn.FITTING, monkeypatch, "data.topology_classes=all")) == {"Dice"}
