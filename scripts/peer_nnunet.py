@@ -11,7 +11,8 @@ DATASET is a Decathlon (MSD) folder or an nnU-Net v2 raw folder. Needs the `peer
 2. nnU-Net plans and preprocesses with its own fingerprint extractor, planner and preprocessor;
    its splits_final.json is segnet's split of the dataset (the same 5-fold KFold, seed 12345), so
    both validate on the same cases.
-3. The budget: each tool first trains K steps to measure its step time on this device; nnU-Net
+3. The budget: each tool first trains K steps to measure its step time on this device (nnU-Net
+   two epochs of K, the second timed; segnet the median step after the first); nnU-Net
    then gets epochs x iterations (250 per epoch, a fifth of that in validation iterations, as
    its defaults) and segnet trainer.max_steps, sized to S seconds each.
 4. nnU-Net's trainer trains the fold and its own predictor predicts the validation cases
@@ -135,7 +136,10 @@ def nnunet_run(name: str, configuration: str, fold: int, budget: float, calibrat
     import torch
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    probe = nnunet_trainer(name, configuration, fold, device, calibration, 1)
+    # Two epochs, the second one timed: the first also starts the data workers and warms up, which
+    # per step of a short calibration would count several times over (segnet's probe skips its
+    # first step for the same reason).
+    probe = nnunet_trainer(name, configuration, fold, device, calibration, 2)
     probe.run_training()
     seconds = probe.logger.get_value("epoch_end_timestamps", step=-1) - probe.logger.get_value(
         "epoch_start_timestamps", step=-1)
