@@ -12,6 +12,7 @@ HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,13 @@ class CaseResult:
 
 
 # The per-class numbers every case gets, in summary.json and per_case.csv (and averaged).
-METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_ref", "volume_pred_mm3", "volume_ref_mm3",
-           *TOPOLOGY_METRICS)
+METRICS = ("Dice", "IoU", "HD95", "NSD", "TP", "FP", "FN", "TN", "n_pred", "n_ref", "volume_pred_mm3", "volume_ref_mm3")
+
+
+def reported_metrics(results_metrics: list[dict[str, dict[str, Any]]]) -> tuple[str, ...]:
+    """METRICS, and the topology metrics where any case scored them (topology_classes)."""
+    scored = any(k in m for case in results_metrics for m in case.values() for k in TOPOLOGY_METRICS)
+    return METRICS + (TOPOLOGY_METRICS if scored else ())
 
 
 def read_reference(label_file: str, shape: tuple[int, ...]) -> tuple[np.ndarray, list[float]]:
@@ -92,8 +98,8 @@ def score_case(
     prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
     ignore_label: int | None = None, topology: list[int] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Every METRICS number of each foreground class; the topology metrics for the classes in
-    `topology` alone (NaN for the others)."""
+    """Every METRICS number of each foreground class, and the topology metrics of the classes in
+    `topology`."""
     reference, spacing = read_reference(label_file, prediction.shape)
     prediction, reference, scored = drop_ignored(prediction.astype(np.int64), reference, ignore_label)
     voxel_mm3 = float(np.prod(spacing))
@@ -104,11 +110,10 @@ def score_case(
     metrics = {}
     for c in range(1, len(class_names)):
         counts = overlap_counts(prediction, reference, c, scored)
-        at = list(topology).index(c) if c in topology else None
         metrics[str(c)] = {
             "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "NSD": nsd[c - 1], **counts,
             "volume_pred_mm3": counts["n_pred"] * voxel_mm3, "volume_ref_mm3": counts["n_ref"] * voxel_mm3,
-            **{k: shapes[k][at] if at is not None else float("nan") for k in TOPOLOGY_METRICS},
+            **({k: shapes[k][list(topology).index(c)] for k in TOPOLOGY_METRICS} if c in topology else {}),
         }
     return metrics
 
@@ -137,6 +142,7 @@ class Evaluator(PredictionWriter):
 def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, Any]:
     """nnU-Net-style summary: metric_per_case, mean per class, foreground_mean (NaN left out)."""
     scored = [r for r in results if r.metrics is not None]
+    names = reported_metrics([r.metrics for r in scored])
     per_case = [
         {
             "image": list(r.case.images) if len(r.case.images) > 1 else r.case.images[0],
@@ -147,10 +153,11 @@ def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, An
         for r in results
     ]
     mean = {
-        str(c): {"name": class_names[c], **{k: nanmean([r.metrics[str(c)][k] for r in scored]) for k in METRICS}}
+        str(c): {"name": class_names[c], **{k: nanmean([r.metrics[str(c)].get(k, math.nan) for r in scored])
+                                            for k in names}}
         for c in range(1, len(class_names))
     }
-    foreground = {k: nanmean([m[k] for m in mean.values()]) for k in METRICS}
+    foreground = {k: nanmean([m[k] for m in mean.values()]) for k in names}
     return {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground, "num_cases": len(results),
             "num_scored": len(scored)}
 
@@ -160,8 +167,9 @@ def write_reports(summary: dict[str, Any], output_dir: Path) -> None:
     write_json(output_dir / "summary.json", summary)
     with atomic_path(output_dir / "per_case.csv") as temporary, open(temporary, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["case", "class", "name", *METRICS])
+        names = reported_metrics([case["metrics"] or {} for case in summary["metric_per_case"]])
+        writer.writerow(["case", "class", "name", *names])
         for case in summary["metric_per_case"]:
             for c, m in (case["metrics"] or {}).items():
                 name = Path(case["prediction_file"]).name.removesuffix(".nii.gz")
-                writer.writerow([name, c, m["name"], *(m[k] for k in METRICS)])
+                writer.writerow([name, c, m["name"], *(m.get(k, math.nan) for k in names)])

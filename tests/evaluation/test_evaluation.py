@@ -19,6 +19,7 @@ from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import (
     METRICS,
+    CaseResult,
     Evaluator,
     score_case,
     select_cases,
@@ -106,9 +107,19 @@ def test_the_thin_classes_get_cldice_and_betti_errors_and_the_others_nan(tmp_pat
     metrics = scored(broken, reference, tmp_path, topology=topology_classes(["shell"], ["background", "core", "shell"]))
     assert metrics["2"]["Betti0 error"] == 1.0 and metrics["2"]["Betti1 error"] == 0.0
     assert metrics["2"]["clDice"] == pytest.approx(2 * (8 / 9) / (1 + 8 / 9))
-    assert all(math.isnan(metrics["1"][k]) for k in ("clDice", "Betti0 error", "Betti1 error"))
+    assert not {"clDice", "Betti0 error", "Betti1 error"} & set(metrics["1"])  # not a thin class
     assert topology_classes("all", ["background", "core", "shell"]) == [1, 2]
     assert topology_classes("none", ["background", "core", "shell"]) == []
+    # the summary and per_case.csv carry them; the mean of a class without them is NaN
+    from segnet.data.dataset_json import Case
+
+    result = CaseResult(Case("case_a", ("image.nii.gz",), "label.nii.gz"), tmp_path / "case_a.nii.gz", metrics)
+    summary = summarize([result], ["background", "core", "shell"])
+    assert summary["mean"]["2"]["Betti0 error"] == 1.0 and math.isnan(summary["mean"]["1"]["clDice"])
+    assert summary["foreground_mean"]["Betti0 error"] == 1.0
+    write_reports(summary, tmp_path / "eval")
+    rows = list(csv.DictReader(open(tmp_path / "eval" / "per_case.csv")))
+    assert rows[1]["Betti0 error"] == "1.0" and rows[0]["clDice"] == "nan"
     with pytest.raises(ConfigError, match="topology_classes names \\['vessel'\\]"):
         topology_classes(["vessel"], ["background", "core", "shell"])
 
