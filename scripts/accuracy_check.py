@@ -17,8 +17,9 @@ difference found", with the difference the check could have detected. The same c
 machine retrains the same models (seeded, deterministic on the CPU), so an unchanged tree gives
 differences of zero.
 
-Every change to data loading, augmentation, the model, the loss or the schedule runs it: about 20
-minutes on 2 CPU cores. --update makes this run the record (after a change the evidence accepts).
+Every change to data loading, augmentation, the model, the loss or the schedule runs it. Its steps
+come to about 10 minutes on 2 CPU cores; start-up, planning and validation come on top.
+--update makes this run the record (after a change the evidence accepts).
 Exits 1 when any verdict is "worse", 2 when the record cannot be compared (other datasets or checks).
 Writes into DIR: accuracy.md (the table, also printed), accuracy.json (every score), the runs.
 """
@@ -155,6 +156,11 @@ def commit() -> str:
     return (done.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
+def _refuse(message: str) -> int:
+    print(f"accuracy_check: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     record = json.loads(args.record.read_text()) if args.record.is_file() else None
@@ -192,11 +198,6 @@ def main(argv: list[str] | None = None) -> int:
         args.record.write_text(json.dumps(this_run, indent=1) + "\n")
         print(f"wrote the record {args.record}")
     return 1 if any(row["verdict"] == "worse" for row in table) else 0
-
-
-def _refuse(message: str) -> int:
-    print(f"accuracy_check: {message}", file=sys.stderr)
-    return 2
 
 
 if __name__ == "__main__":

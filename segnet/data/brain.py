@@ -9,7 +9,7 @@ tissues' intensities (partial volume, what makes the grey-white boundary hard); 
 tissue with the largest share of the voxel. The image is then multiplied by a smooth bias field,
 blurred by a point-spread function and given Gaussian noise, as a scanner would. Slices of one
 case are one anatomy (the folds move slowly with height), so the case is a volume: train it in 2D
-(data.spatial_dims=2), as the issue that asked for it did. Each case is a function of its seed.
+(data.spatial_dims=2). Each case is a function of its seed.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ Three kinds of sweep, told apart by the config groups Hydra chose for the runs (
   "+ compile" where it ran under torch.compile; baseline python (eager).
 A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
 val_hd95_per_case, val_nsd_per_case, and the topology metrics of thin classes; a metric the run
-did not record is left out). A run without
-metrics.json failed, and is named.
+did not record is left out). A run without metrics.json failed, and is named.
 """
 
 from __future__ import annotations
@@ -35,14 +34,14 @@ METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": 
                "clDice": "val_cldice_per_case", "Betti0 error": "val_betti0_error_per_case",
                "Betti1 error": "val_betti1_error_per_case"}
 POSTPROCESSED_KEY = "val_dice_postprocessed_per_case"  # {rule: {case: {class: Dice}}}, the final validation's
+# kind -> (the config group naming a run's variant, the group naming its comparison group, the baseline)
+KINDS = {"placement": ("variant", None, "none"), "recipe": ("recipe", "budget", "plan"),
+         "backends": (None, None, "python")}
 
 
 def postprocessed(trial: str) -> str:
     """The recipe ablation's name for the baseline's predictions after one postprocessing rule."""
     return f"postprocessing: {trial}"
-# kind -> (the config group naming a run's variant, the group naming its comparison group, the baseline)
-KINDS = {"placement": ("variant", None, "none"), "recipe": ("recipe", "budget", "plan"),
-         "backends": (None, None, "python")}
 
 
 @dataclass

@@ -10,13 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
-from segnet.evaluation.evaluator import (
-    Evaluator,
-    check_compatible,
-    select_cases,
-    summarize,
-    write_reports,
-)
+from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.api import check_headers
 from segnet.inference.loading import load_for_inference, one_checkpoint, run_folder

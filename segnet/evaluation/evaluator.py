@@ -6,7 +6,7 @@ image's own geometry and written as a NIfTI with the image's affine), and scored
 label file as stored, per class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
 HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
 (segnet.metrics); for the classes named thin (topology_classes), clDice and the Betti errors
-(segnet.topology), NaN for the others.
+(segnet.topology), which the other classes' entries do not have.
 """
 
 from __future__ import annotations
