@@ -10,20 +10,23 @@
 namespace segnet {
 
 // eps keeps the magnitude's square root away from 0 on flat regions (docs/edge-op.md): 0, a
-// negative or a non-finite eps would give inf or NaN gradients there.
-inline void check_eps(double eps) {
-  TORCH_CHECK(std::isfinite(eps) && eps > 0, "edge_enhance: eps must be a positive finite number, got ", eps,
+// negative or a non-finite eps would give inf or NaN gradients there. `op` names the op in the
+// message: edge_enhance or edge_magnitude (the op's magnitude form).
+inline void check_eps(double eps, const char* op) {
+  TORCH_CHECK(std::isfinite(eps) && eps > 0, op, ": eps must be a positive finite number, got ", eps,
               "; the default is 1e-6");
 }
 
-inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha, double eps) {
-  check_eps(eps);
-  TORCH_CHECK(x.dim() == 4 || x.dim() == 5,
-              "edge_enhance: x must have shape (N, C, H, W) or (N, C, D, H, W), got ", x.dim(),
+inline void check_edge_x(const at::Tensor& x, double eps, const char* op) {
+  check_eps(eps, op);
+  TORCH_CHECK(x.dim() == 4 || x.dim() == 5, op, ": x must have shape (N, C, H, W) or (N, C, D, H, W), got ", x.dim(),
               " dimensions with shape ", x.sizes());
-  TORCH_CHECK(at::isFloatingType(x.scalar_type()),
-              "edge_enhance: x must be a floating tensor (float32, float64, float16, bfloat16), got ",
-              x.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()), op,
+              ": x must be a floating tensor (float32, float64, float16, bfloat16), got ", x.scalar_type());
+}
+
+inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha, double eps) {
+  check_edge_x(x, eps, "edge_enhance");
   TORCH_CHECK(alpha.dim() == 1 && alpha.size(0) == x.size(1),
               "edge_enhance: alpha must have shape (C,) = (", x.size(1), ",) to match x's channels, got ",
               alpha.sizes());
@@ -35,29 +38,48 @@ inline void check_edge_inputs(const at::Tensor& x, const at::Tensor& alpha, doub
               alpha.device());
 }
 
+// The incoming gradient of a backward op `op`, named `name` there: x's shape, dtype and device.
+inline void check_incoming_grad(const at::Tensor& grad, const at::Tensor& x, const char* op, const char* name) {
+  TORCH_CHECK(grad.sizes() == x.sizes(), op, ": ", name, " must have the shape of x (", x.sizes(), "), got ",
+              grad.sizes());
+  TORCH_CHECK(grad.scalar_type() == x.scalar_type(), op, ": ", name, " must have the dtype of x (", x.scalar_type(),
+              "), got ", grad.scalar_type());
+  TORCH_CHECK(grad.device() == x.device(), op, ": ", name, " must be on the device of x (", x.device(), "), got ",
+              grad.device());
+}
+
 inline void check_edge_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x,
                                        const at::Tensor& alpha, double eps) {
   check_edge_inputs(x, alpha, eps);
-  TORCH_CHECK(grad_y.sizes() == x.sizes(), "edge_enhance_backward: grad_y must have the shape of x (",
-              x.sizes(), "), got ", grad_y.sizes());
-  TORCH_CHECK(grad_y.scalar_type() == x.scalar_type(),
-              "edge_enhance_backward: grad_y must have the dtype of x (", x.scalar_type(), "), got ",
-              grad_y.scalar_type());
-  TORCH_CHECK(grad_y.device() == x.device(),
-              "edge_enhance_backward: grad_y must be on the device of x (", x.device(), "), got ",
-              grad_y.device());
+  check_incoming_grad(grad_y, x, "edge_enhance_backward", "grad_y");
 }
 
-// A forward call's inputs made contiguous and its contiguous output, after the checks.
+// The magnitude form's gains: 1 for every channel of x.
+inline at::Tensor unit_gains(const at::Tensor& x) { return at::ones({x.size(1)}, x.options()); }
+
+// A forward call's inputs made contiguous and its contiguous output, after the checks. The
+// magnitude form runs the op's kernels with unit gains and without the identity term.
 struct ForwardCall {
   at::Tensor x, alpha, y;
   ForwardCall(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
     check_edge_inputs(x_in, alpha_in, eps);
+    take(x_in, alpha_in);
+  }
+  static ForwardCall magnitude(const at::Tensor& x_in, double eps) {
+    check_edge_x(x_in, eps, "edge_magnitude");
+    ForwardCall call;
+    call.take(x_in, unit_gains(x_in));
+    return call;
+  }
+  bool empty() const { return x.numel() == 0; }
+
+ private:
+  ForwardCall() = default;
+  void take(const at::Tensor& x_in, const at::Tensor& alpha_in) {
     x = x_in.contiguous();
     alpha = alpha_in.contiguous();
     y = at::empty_like(x, at::MemoryFormat::Contiguous);
   }
-  bool empty() const { return x.numel() == 0; }
 };
 
 // A backward call's inputs made contiguous, grad_x allocated and grad_alpha zeroed.
@@ -65,14 +87,27 @@ struct BackwardCall {
   at::Tensor grad_y, x, alpha, grad_x, grad_alpha;
   BackwardCall(const at::Tensor& grad_y_in, const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
     check_edge_backward_inputs(grad_y_in, x_in, alpha_in, eps);
+    take(grad_y_in, x_in, alpha_in);
+  }
+  static BackwardCall magnitude(const at::Tensor& grad_m, const at::Tensor& x_in, double eps) {
+    check_edge_x(x_in, eps, "edge_magnitude_backward");
+    check_incoming_grad(grad_m, x_in, "edge_magnitude_backward", "grad_m");
+    BackwardCall call;
+    call.take(grad_m, x_in, unit_gains(x_in));
+    return call;
+  }
+  bool empty() const { return x.numel() == 0; }
+  std::tuple<at::Tensor, at::Tensor> result() const { return {grad_x, grad_alpha}; }
+
+ private:
+  BackwardCall() = default;
+  void take(const at::Tensor& grad_y_in, const at::Tensor& x_in, const at::Tensor& alpha_in) {
     grad_y = grad_y_in.contiguous();
     x = x_in.contiguous();
     alpha = alpha_in.contiguous();
     grad_x = at::empty_like(x, at::MemoryFormat::Contiguous);
     grad_alpha = at::zeros_like(alpha);
   }
-  bool empty() const { return x.numel() == 0; }
-  std::tuple<at::Tensor, at::Tensor> result() const { return {grad_x, grad_alpha}; }
 };
 
 // Spatial extent as three axes (D, H, W), with D = 1 for 2D input.

@@ -45,10 +45,18 @@ SEGNET_HD T edge_magnitude(T sum_of_squares, T eps) {
   return sqrt(sum_of_squares + eps);
 }
 
-// Forward output: y = x + alpha * m.
+// The op's identity term, x in y and grad_y in grad_x, which the magnitude form (y = m, with
+// alpha = 1) leaves out. Added as 0 there, so that the expressions, and the op's results, are
+// the same in both forms.
 template <typename T>
-SEGNET_HD T edge_output(T x, T alpha, T m) {
-  return x + alpha * m;
+SEGNET_HD T identity_term(bool residual, T value) {
+  return residual ? value : T(0);
+}
+
+// Forward output: y = x + alpha * m, or alpha * m in the magnitude form.
+template <typename T>
+SEGNET_HD T edge_output(T x, T alpha, T m, bool residual) {
+  return identity_term(residual, x) + alpha * m;
 }
 
 // Factor that turns g_d into v_d = alpha * grad_y * g_d / m.

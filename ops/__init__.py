@@ -1,9 +1,10 @@
-"""The edge-enhancement op with python, cpp and cuda backends (its contract: docs/edge-op.md)."""
+"""The edge-enhancement op and its magnitude form, with python, cpp and cuda backends (their
+contract: docs/edge-op.md)."""
 
-from .functional import BACKENDS, edge_enhance, load_compiled, resolve_backend
+from .functional import BACKENDS, edge_enhance, edge_magnitude, load_compiled, resolve_backend
 from .library import OpsBuildError
 from .module import EdgeEnhance
-from .reference import INDUCTOR_OPTIONS, edge_enhance_reference, edge_magnitude
+from .reference import INDUCTOR_OPTIONS, edge_enhance_reference, edge_magnitude_reference
 
 __all__ = [
     "BACKENDS",
@@ -13,6 +14,7 @@ __all__ = [
     "edge_enhance",
     "edge_enhance_reference",
     "edge_magnitude",
+    "edge_magnitude_reference",
     "load_compiled",
     "resolve_backend",
 ]

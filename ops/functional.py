@@ -1,4 +1,4 @@
-"""ops.edge_enhance(): backend resolution and dispatch."""
+"""ops.edge_enhance() and its magnitude form ops.edge_magnitude(): backend resolution and dispatch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 import torch
 
 from . import library
-from .reference import edge_enhance_reference
+from .reference import edge_enhance_reference, edge_magnitude_reference
 from .registration import register_python_parts
 
 BACKENDS = ("python", "cpp", "cuda", "auto")
@@ -73,3 +73,10 @@ def edge_enhance(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e-6, backen
     if resolve_backend(backend, x.device) == "python":
         return edge_enhance_reference(x, alpha, eps)
     return torch.ops.segnet_ops.edge_enhance(x, alpha, eps)
+
+
+def edge_magnitude(x: torch.Tensor, eps: float = 1e-6, backend: str = "auto") -> torch.Tensor:
+    """m = sqrt(sum_d (K_d * x)^2 + eps): the op's magnitude form, without x and the gain."""
+    if resolve_backend(backend, x.device) == "python":
+        return edge_magnitude_reference(x, eps)
+    return torch.ops.segnet_ops.edge_magnitude(x, eps)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .checks import check_edge_inputs
+from .checks import check_edge_inputs, check_edge_x
 
 # Inductor options for compiling the reference: torch 2.14's inductor, when it moves convolutions
 # to channels-last (layout_optimization), asserts a wrong stride on the output of
@@ -43,9 +43,17 @@ def sobel_gradients(x: torch.Tensor) -> torch.Tensor:
     return conv(padded, weight, groups=channels).unflatten(1, (channels, ndim))
 
 
-def edge_magnitude(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def magnitude(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """m = sqrt(sum_d g_d^2 + eps), shape of x."""
     return torch.sqrt(sobel_gradients(x).square().sum(dim=2) + eps)
+
+
+def edge_magnitude_reference(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """The op's magnitude form, m alone, as the python backend computes it."""
+    check_edge_x(x, eps, "edge_magnitude")
+    if x.numel() == 0:  # replicate padding rejects empty tensors
+        return (x * 0).contiguous()
+    return magnitude(x, eps).contiguous()
 
 
 def edge_enhance_reference(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -53,4 +61,4 @@ def edge_enhance_reference(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e
     gain = alpha.view(1, -1, *([1] * (x.dim() - 2)))
     if x.numel() == 0:  # replicate padding rejects empty tensors; the result is empty anyway
         return (x + gain * torch.zeros_like(x)).contiguous()
-    return (x + gain * edge_magnitude(x, eps)).contiguous()
+    return (x + gain * magnitude(x, eps)).contiguous()

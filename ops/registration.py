@@ -1,4 +1,5 @@
-"""What torch needs, beyond the C++ kernels, to treat the compiled op as a first-class op:
+"""What torch needs, beyond the C++ kernels, to treat the compiled op and its magnitude form as
+first-class ops:
 fake kernels (shapes for torch.compile and meta tensors), autograd, and an autocast policy.
 
 Autocast policy: under torch.autocast the op runs in float32 (inputs are cast up, output is
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_edge_backward_inputs, check_edge_inputs
+from .checks import check_edge_backward_inputs, check_edge_inputs, check_edge_x, check_magnitude_backward_inputs
 
 _registered = False
 
@@ -29,6 +30,16 @@ def _fake_edge_enhance_backward(
     return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(alpha)
 
 
+def _fake_edge_magnitude(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    check_edge_x(x, eps, "edge_magnitude")
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _fake_edge_magnitude_backward(grad_m: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
+    check_magnitude_backward_inputs(grad_m, x, eps)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
 def _setup_context(ctx, inputs, output) -> None:
     x, alpha, eps = inputs
     ctx.save_for_backward(x, alpha)  # backward recomputes everything else from x
@@ -41,11 +52,25 @@ def _backward(ctx, grad_y: torch.Tensor):
     return grad_x, grad_alpha, None
 
 
-def _no_double_backward(ctx, grad_x, grad_alpha):
-    raise RuntimeError(
-        "edge_enhance: double backward through the fused op (cpp/cuda backends) is not supported; "
-        "use backend='python' when you need higher-order gradients"
-    )
+def _setup_magnitude_context(ctx, inputs, output) -> None:
+    x, eps = inputs
+    ctx.save_for_backward(x)
+    ctx.eps = eps
+
+
+def _magnitude_backward(ctx, grad_m: torch.Tensor):
+    (x,) = ctx.saved_tensors
+    return torch.ops.segnet_ops.edge_magnitude_backward(grad_m.contiguous(), x, ctx.eps), None
+
+
+def _refuse_double_backward(op: str):
+    def refuse(ctx, *grads):
+        raise RuntimeError(
+            f"{op}: double backward through the fused op (cpp/cuda backends) is not supported; "
+            "use backend='python' when you need higher-order gradients"
+        )
+
+    return refuse
 
 
 def register_python_parts() -> None:
@@ -56,7 +81,13 @@ def register_python_parts() -> None:
     torch.library.register_fake("segnet_ops::edge_enhance", _fake_edge_enhance)
     torch.library.register_fake("segnet_ops::edge_enhance_backward", _fake_edge_enhance_backward)
     torch.library.register_autograd("segnet_ops::edge_enhance", _backward, setup_context=_setup_context)
-    torch.library.register_autograd("segnet_ops::edge_enhance_backward", _no_double_backward)
+    torch.library.register_autograd("segnet_ops::edge_enhance_backward", _refuse_double_backward("edge_enhance"))
+    torch.library.register_fake("segnet_ops::edge_magnitude", _fake_edge_magnitude)
+    torch.library.register_fake("segnet_ops::edge_magnitude_backward", _fake_edge_magnitude_backward)
+    torch.library.register_autograd("segnet_ops::edge_magnitude", _magnitude_backward,
+                                    setup_context=_setup_magnitude_context)
+    torch.library.register_autograd("segnet_ops::edge_magnitude_backward", _refuse_double_backward("edge_magnitude"))
     for device_type in ("cpu", "cuda"):
-        torch.library.register_autocast("segnet_ops::edge_enhance", device_type, torch.float32)
+        for op in ("edge_enhance", "edge_magnitude"):
+            torch.library.register_autocast(f"segnet_ops::{op}", device_type, torch.float32)
     _registered = True

@@ -161,10 +161,11 @@ inline acc_t sum_of_squares(const Triple<acc_t>& g) {
   return g.outer * g.outer + g.middle * g.middle + g.inner * g.inner;
 }
 
-// Planes [begin, end) of a volume's outputs.
+// Planes [begin, end) of a volume's outputs (`residual`: the op, else its magnitude form).
 template <int NDIM, typename scalar_t>
 void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> eps,
-                   const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin, int end) {
+                   bool residual, const Frame<NDIM>& f, Scratch<NDIM, at::opmath_type<scalar_t>>& sc, int begin,
+                   int end) {
   using acc_t = at::opmath_type<scalar_t>;
   const acc_t inv2 = inverse_norm_squared<NDIM, acc_t>();
   for (int s = begin; s < end; ++s) {
@@ -175,7 +176,7 @@ void forward_slabs(const scalar_t* x, scalar_t* y, at::opmath_type<scalar_t> alp
 #pragma omp simd
       for (int j = 0; j < f.inner; ++j) {  // the pass along the row, fused with the output
         const acc_t m = edge_magnitude(sum_of_squares(derivatives_at<NDIM>(in, j)) * inv2, eps);
-        yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, m));
+        yr[j] = static_cast<scalar_t>(edge_output(static_cast<acc_t>(xr[j]), alpha, m, residual));
       }
     }
   }
@@ -287,6 +288,7 @@ struct OuterTargets {
   scalar_t* grad_x_before;
   acc_t* sum_here;
   acc_t* sum_before_then_after;
+  bool residual;  // grad_x holds grad_y's identity term (the op, not its magnitude form)
 };
 
 // What plane s's P and Q add to planes s-1, s and s+1 under the adjoint along the outer axis.
@@ -333,7 +335,7 @@ void scatter_along_outer(const Inputs inputs, const Split split, int W, const Ou
     const OuterShares<acc_t> share = split(in.P, in.Q);
     if (kCompletesBefore) {
       const acc_t adjoint = t.sum_before_then_after[j] + share.before;
-      t.grad_x_before[j] = static_cast<scalar_t>(static_cast<acc_t>(t.grad_y_before[j]) + adjoint);
+      t.grad_x_before[j] = static_cast<scalar_t>(identity_term(t.residual, static_cast<acc_t>(t.grad_y_before[j])) + adjoint);
     }
     t.sum_here[j] += share.here;
     t.sum_before_then_after[j] = share.after;
@@ -361,6 +363,7 @@ struct BackwardVolume {
   const scalar_t* x;
   scalar_t* grad_x;
   acc_t alpha, eps;
+  bool residual;  // the op, else its magnitude form
 };
 
 // One plane of the backward march: v_d row by row, adjoined along the row, across the rows (3D)
@@ -376,7 +379,7 @@ double backward_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f,
     const int64_t row = int64_t(q) * f.inner;
     const int64_t before = f.row_offset(std::max(s - 1, 0), q);  // plane 0 completes no plane before it
     return OuterTargets<scalar_t, acc_t>{vol.grad_y + before, vol.grad_x + before, sc.outer_sum(s) + row,
-                                         sc.outer_sum(s + 1) + row};
+                                         sc.outer_sum(s + 1) + row, vol.residual};
   };
   auto row_complete = [&](int q) {
     const Rows<acc_t> here = sc.adjoined_row(q);
@@ -412,7 +415,7 @@ void finish_last_plane(const BackwardVolume<scalar_t>& vol, const Frame<NDIM>& f
   const acc_t* sum = sc.outer_sum(f.outer - 1);
 #pragma omp simd
   for (int64_t i = 0; i < f.plane(); ++i)
-    vol.grad_x[start + i] = static_cast<scalar_t>(static_cast<acc_t>(vol.grad_y[start + i]) + sum[i]);
+    vol.grad_x[start + i] = static_cast<scalar_t>(identity_term(vol.residual, static_cast<acc_t>(vol.grad_y[start + i])) + sum[i]);
 }
 
 // grad_x at planes [begin, end) of a volume; returns their share of grad_alpha. One pass over
@@ -460,9 +463,8 @@ void for_each_slab_range(const Extent& e, const Frame<NDIM>& f, int ranges, bool
   });
 }
 
-at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  TORCH_CHECK(x_in.device().is_cpu(), "edge_enhance (CPU kernel): x must be a CPU tensor");
-  const ForwardCall call(x_in, alpha_in, eps);
+// The op (`residual`) or its magnitude form, for a checked call.
+at::Tensor forward_cpu(const ForwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
   const Extent e = extent_of(x);
@@ -478,7 +480,7 @@ at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, 
                                        [&](int64_t, int64_t p, int begin, int end, Scratch<NDIM, acc_t>& sc) {
                                          forward_slabs<NDIM>(xp + p * e.volume(), yp + p * e.volume(),
                                                              static_cast<acc_t>(ap[p % e.channels]),
-                                                             static_cast<acc_t>(eps), f, sc, begin, end);
+                                                             static_cast<acc_t>(eps), residual, f, sc, begin, end);
                                        });
     };
     if (x.dim() == 4) run(std::integral_constant<int, 2>{});
@@ -487,10 +489,7 @@ at::Tensor edge_enhance_cpu(const at::Tensor& x_in, const at::Tensor& alpha_in, 
   return y;
 }
 
-std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& grad_y_in, const at::Tensor& x_in,
-                                                             const at::Tensor& alpha_in, double eps) {
-  TORCH_CHECK(x_in.device().is_cpu(), "edge_enhance_backward (CPU kernel): x must be a CPU tensor");
-  const BackwardCall call(grad_y_in, x_in, alpha_in, eps);
+std::tuple<at::Tensor, at::Tensor> backward_cpu(const BackwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x;
   if (call.empty()) return call.result();
   const Extent e = extent_of(x);
@@ -513,7 +512,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
                                          const int64_t off = p * e.volume();
                                          const BackwardVolume<scalar_t> vol{gp + off, xp + off, gxp + off,
                                                                             static_cast<acc_t>(ap[p % e.channels]),
-                                                                            static_cast<acc_t>(eps)};
+                                                                            static_cast<acc_t>(eps), residual};
                                          partial[item] = backward_slabs(vol, f, sc, begin, end);
                                        });
     };
@@ -527,10 +526,37 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& g
   return call.result();
 }
 
+void check_cpu_input(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.device().is_cpu(), op, " (CPU kernel): x must be a CPU tensor, got ", x.device());
+}
+
+at::Tensor edge_enhance_cpu(const at::Tensor& x, const at::Tensor& alpha, double eps) {
+  check_cpu_input(x, "edge_enhance");
+  return forward_cpu(ForwardCall(x, alpha, eps), eps, true);
+}
+
+std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
+                                                             const at::Tensor& alpha, double eps) {
+  check_cpu_input(x, "edge_enhance_backward");
+  return backward_cpu(BackwardCall(grad_y, x, alpha, eps), eps, true);
+}
+
+at::Tensor edge_magnitude_cpu(const at::Tensor& x, double eps) {
+  check_cpu_input(x, "edge_magnitude");
+  return forward_cpu(ForwardCall::magnitude(x, eps), eps, false);
+}
+
+at::Tensor edge_magnitude_backward_cpu(const at::Tensor& grad_m, const at::Tensor& x, double eps) {
+  check_cpu_input(x, "edge_magnitude_backward");
+  return std::get<0>(backward_cpu(BackwardCall::magnitude(grad_m, x, eps), eps, false));
+}
+
 }  // namespace
 }  // namespace segnet
 
 TORCH_LIBRARY_IMPL(segnet_ops, CPU, m) {
   m.impl("edge_enhance", &segnet::edge_enhance_cpu);
   m.impl("edge_enhance_backward", &segnet::edge_enhance_backward_cpu);
+  m.impl("edge_magnitude", &segnet::edge_magnitude_cpu);
+  m.impl("edge_magnitude_backward", &segnet::edge_magnitude_backward_cpu);
 }

@@ -65,8 +65,8 @@ void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
   });
 }
 
-at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  const ForwardCall call(x_in, alpha_in, eps);
+// The op (`residual`) or its magnitude form, for a checked call.
+at::Tensor emulated_forward(const ForwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_forward", [&] {
@@ -83,7 +83,7 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
             g,
             [&](const LaneSite& s, unsigned char* unit) {
               return Lane(g, s, xp, yp, reinterpret_cast<scalar_t*>(unit + g.staging_offset),
-                          static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
+                          static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps), residual);
             },
             [&](auto& group, int64_t) { forward_march<NDIM>(group, group.lanes[0].site.begin, group.lanes[0].site.end); });
       });
@@ -92,9 +92,7 @@ at::Tensor emulated_forward(const at::Tensor& x_in, const at::Tensor& alpha_in, 
   return y;
 }
 
-std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in, const at::Tensor& x_in,
-                                                     const at::Tensor& alpha_in, double eps) {
-  const BackwardCall call(grad_y_in, x_in, alpha_in, eps);
+std::tuple<at::Tensor, at::Tensor> emulated_backward(const BackwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
   if (call.empty()) return call.result();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_backward", [&] {
@@ -113,7 +111,7 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
             g,
             [&](const LaneSite& s, unsigned char* unit) {
               return Lane(g, s, gp, xp, gxp, reinterpret_cast<scalar_t*>(unit + g.staging_offset),
-                          static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps));
+                          static_cast<acc_t>(ap[s.channel]), march_eps<acc_t>(NDIM, eps), residual);
             },
             [&](auto& group, int64_t unit) {
               const Lane& first = group.lanes[0];
@@ -135,6 +133,23 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const at::Tensor& grad_y_in
     });
   });
   return call.result();
+}
+
+at::Tensor emulated_enhance(const at::Tensor& x, const at::Tensor& alpha, double eps) {
+  return emulated_forward(ForwardCall(x, alpha, eps), eps, true);
+}
+
+std::tuple<at::Tensor, at::Tensor> emulated_enhance_backward(const at::Tensor& grad_y, const at::Tensor& x,
+                                                             const at::Tensor& alpha, double eps) {
+  return emulated_backward(BackwardCall(grad_y, x, alpha, eps), eps, true);
+}
+
+at::Tensor emulated_magnitude(const at::Tensor& x, double eps) {
+  return emulated_forward(ForwardCall::magnitude(x, eps), eps, false);
+}
+
+at::Tensor emulated_magnitude_backward(const at::Tensor& grad_m, const at::Tensor& x, double eps) {
+  return std::get<0>(emulated_backward(BackwardCall::magnitude(grad_m, x, eps), eps, false));
 }
 
 // The launch geometry of the kernel for a tensor of `shape` and `dtype` (`aligned`: data that
@@ -176,10 +191,14 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
 TORCH_LIBRARY_FRAGMENT(segnet_ops, m) {
   m.def("_emulated_cuda_edge_enhance(Tensor x, Tensor alpha, float eps=1e-06) -> Tensor");
   m.def("_emulated_cuda_edge_enhance_backward(Tensor grad_y, Tensor x, Tensor alpha, float eps) -> (Tensor, Tensor)");
+  m.def("_emulated_cuda_edge_magnitude(Tensor x, float eps=1e-06) -> Tensor");
+  m.def("_emulated_cuda_edge_magnitude_backward(Tensor grad_m, Tensor x, float eps) -> Tensor");
   m.def("_march_launch(int[] shape, ScalarType dtype, bool backward, bool aligned, int resident_units) -> int[]", &segnet::march_launch);
 }
 
 TORCH_LIBRARY_IMPL(segnet_ops, CPU, m) {
-  m.impl("_emulated_cuda_edge_enhance", &segnet::emulated_forward);
-  m.impl("_emulated_cuda_edge_enhance_backward", &segnet::emulated_backward);
+  m.impl("_emulated_cuda_edge_enhance", &segnet::emulated_enhance);
+  m.impl("_emulated_cuda_edge_enhance_backward", &segnet::emulated_enhance_backward);
+  m.impl("_emulated_cuda_edge_magnitude", &segnet::emulated_magnitude);
+  m.impl("_emulated_cuda_edge_magnitude_backward", &segnet::emulated_magnitude_backward);
 }

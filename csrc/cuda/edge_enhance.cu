@@ -3,7 +3,7 @@
 //
 // Call path of each pass, in the order a launch runs it (file: what happens there):
 //
-//   forward, y = x + alpha m
+//   forward, y = x + alpha m (the magnitude form: alpha = 1, without x)
 //     edge_enhance.cu  edge_enhance_cuda: checks (../checks.h), march_geometry (geometry.h: units,
 //                      strips, segments; resident_units below), launch of forward_kernel
 //     edge_enhance.cu  forward_kernel: thread_place (entry.h), lane_site (geometry.h)
@@ -76,12 +76,12 @@ __device__ __forceinline__ ThreadPlace thread_place_again(const MarchGeometry& g
 template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
 __global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kForward, VECTOR>(), 1)
     forward_kernel(MarchGeometry g, const scalar_t* __restrict__ x, const scalar_t* __restrict__ alpha,
-                   scalar_t* __restrict__ y, acc_t eps_times_norm2) {
+                   scalar_t* __restrict__ y, acc_t eps_times_norm2, bool residual) {
   const ThreadPlace at = thread_place(g, blockIdx.x, threadIdx.x);
   if (at.unit >= g.units) return;
   const LaneSite site = lane_site(g, at.unit, at.thread);
   ForwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, x, y, staging<scalar_t>(g),
-                                                 static_cast<acc_t>(alpha[site.channel]), eps_times_norm2);
+                                                 static_cast<acc_t>(alpha[site.channel]), eps_times_norm2, residual);
   DeviceLanes<decltype(lane), acc_t> group{lane, nullptr};
   forward_march<NDIM>(group, site.begin, site.end);
 }
@@ -90,12 +90,12 @@ template <int NDIM, typename scalar_t, typename acc_t, bool VECTOR>
 __global__ void __launch_bounds__(launch_bounds<NDIM, Pass::kBackward, VECTOR>(), 1)
     backward_kernel(MarchGeometry g, const scalar_t* __restrict__ grad_y, const scalar_t* __restrict__ x,
                     const scalar_t* __restrict__ alpha, scalar_t* __restrict__ grad_x, acc_t* __restrict__ partials,
-                    acc_t eps_times_norm2) {
+                    acc_t eps_times_norm2, bool residual) {
   const ThreadPlace at = thread_place(g, blockIdx.x, threadIdx.x);
   if (at.unit >= g.units) return;
   const LaneSite site = lane_site(g, at.unit, at.thread);
   BackwardLane<NDIM, scalar_t, acc_t, VECTOR> lane(g, site, grad_y, x, grad_x, staging<scalar_t>(g),
-                                                   static_cast<acc_t>(alpha[site.channel]), eps_times_norm2);
+                                                   static_cast<acc_t>(alpha[site.channel]), eps_times_norm2, residual);
   DeviceLanes<decltype(lane), acc_t> group{lane, reinterpret_cast<acc_t*>(shared_memory(g))};
   backward_march<NDIM>(group, site.begin, site.end, g.outer, g.unit_warps);
   const ThreadPlace again = thread_place_again(g);
@@ -158,14 +158,12 @@ auto backward_kernel_for(bool vector) {
   return vector ? backward_kernel<NDIM, scalar_t, acc_t, true> : backward_kernel<NDIM, scalar_t, acc_t, false>;
 }
 
-void check_cuda_input(const at::Tensor& x) {
-  TORCH_CHECK(x.is_cuda(), "edge_enhance (CUDA kernel): x must be a CUDA tensor, got ", x.device());
+void check_cuda_input(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.is_cuda(), op, " (CUDA kernel): x must be a CUDA tensor, got ", x.device());
 }
 
-at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in, double eps) {
-  check_cuda_input(x_in);
-  const c10::cuda::CUDAGuard guard(x_in.device());
-  const ForwardCall call(x_in, alpha_in, eps);  // also checks that alpha is on x's device
+// The op (`residual`) or its magnitude form, for a checked call on x's device.
+at::Tensor forward_cuda(const ForwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -178,18 +176,14 @@ at::Tensor edge_enhance_cuda(const at::Tensor& x_in, const at::Tensor& alpha_in,
       });
       forward_kernel_for<NDIM, scalar_t, acc_t>(g.vector)<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
           g, x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
-          march_eps<acc_t>(NDIM, eps));
+          march_eps<acc_t>(NDIM, eps), residual);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
   return y;
 }
 
-std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& x_in,
-                                                              const at::Tensor& alpha_in, double eps) {
-  check_cuda_input(x_in);
-  const c10::cuda::CUDAGuard guard(x_in.device());
-  const BackwardCall call(grad_y_in, x_in, alpha_in, eps);  // also checks that all tensors share x's device
+std::tuple<at::Tensor, at::Tensor> backward_cuda(const BackwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
   if (call.empty()) return call.result();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -203,7 +197,7 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
       const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
       backward_kernel_for<NDIM, scalar_t, acc_t>(g.vector)<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
           g, gy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), alpha.const_data_ptr<scalar_t>(),
-          gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps));
+          gx.mutable_data_ptr<scalar_t>(), partials.mutable_data_ptr<acc_t>(), march_eps<acc_t>(NDIM, eps), residual);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       channel_sum_kernel<scalar_t, acc_t><<<g.channels, kSumThreads, 0, stream>>>(
           partials.const_data_ptr<acc_t>(), partials.numel() / g.channels, grad_alpha.mutable_data_ptr<scalar_t>());
@@ -213,10 +207,38 @@ std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& 
   return call.result();
 }
 
+// The calls check that every tensor is on x's device, under a guard for it.
+at::Tensor edge_enhance_cuda(const at::Tensor& x, const at::Tensor& alpha, double eps) {
+  check_cuda_input(x, "edge_enhance");
+  const c10::cuda::CUDAGuard guard(x.device());
+  return forward_cuda(ForwardCall(x, alpha, eps), eps, true);
+}
+
+std::tuple<at::Tensor, at::Tensor> edge_enhance_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
+                                                              const at::Tensor& alpha, double eps) {
+  check_cuda_input(x, "edge_enhance_backward");
+  const c10::cuda::CUDAGuard guard(x.device());
+  return backward_cuda(BackwardCall(grad_y, x, alpha, eps), eps, true);
+}
+
+at::Tensor edge_magnitude_cuda(const at::Tensor& x, double eps) {
+  check_cuda_input(x, "edge_magnitude");
+  const c10::cuda::CUDAGuard guard(x.device());
+  return forward_cuda(ForwardCall::magnitude(x, eps), eps, false);
+}
+
+at::Tensor edge_magnitude_backward_cuda(const at::Tensor& grad_m, const at::Tensor& x, double eps) {
+  check_cuda_input(x, "edge_magnitude_backward");
+  const c10::cuda::CUDAGuard guard(x.device());
+  return std::get<0>(backward_cuda(BackwardCall::magnitude(grad_m, x, eps), eps, false));
+}
+
 }  // namespace
 }  // namespace segnet
 
 TORCH_LIBRARY_IMPL(segnet_ops, CUDA, m) {
   m.impl("edge_enhance", &segnet::edge_enhance_cuda);
   m.impl("edge_enhance_backward", &segnet::edge_enhance_backward_cuda);
+  m.impl("edge_magnitude", &segnet::edge_magnitude_cuda);
+  m.impl("edge_magnitude_backward", &segnet::edge_magnitude_backward_cuda);
 }

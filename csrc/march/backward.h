@@ -3,7 +3,8 @@
 // With r = 1 / sqrt(sum_d g_d^2 + N^2 eps) for the raw derivatives g_d (see forward.h):
 //     v_d = alpha * grad_y * g_d * r / N                 (the op's v_d, with the adjoint's 1/N folded in)
 //     grad_alpha = sum grad_y * sqrt(sum_d g_d^2 + N^2 eps) / N
-//     grad_x = grad_y + sum_d K_d^T v_d,   K_d^T separable like K_d.
+//     grad_x = grad_y + sum_d K_d^T v_d,   K_d^T separable like K_d
+// (the magnitude form: alpha = 1 and no grad_y term in grad_x, where `residual` is false).
 // Each clamped 3-tap adjoint is the interior formula (S^T u = u[-1] + 2 u + u[+1],
 // D^T u = u[-1] - u[+1]) with one ghost sample past each end: a copy of the end sample for S^T,
 // its negative for D^T (this reproduces the folded border taps of docs/edge-op.md,
@@ -28,6 +29,7 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
   static constexpr int kCentre = Base::R / 2;
   const scalar_t* grad_y;
   scalar_t* grad_x;
+  bool residual;  // the op, else its magnitude form
   acc_t gy[S];
   acc_t v_outer[S]{}, v_middle[S]{}, v_inner[S]{};  // v_middle stays 0 in 2D
   acc_t u_outer[S], u_middle[S], u_inner[S];
@@ -36,9 +38,9 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
 
   SEGNET_HD BackwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* grad_y_all,
                          const scalar_t* x_all, scalar_t* grad_x_all, scalar_t* staging, acc_t alpha,
-                         acc_t eps_times_norm2)
+                         acc_t eps_times_norm2, bool residual)
       : Base(g, s, x_all, staging, alpha, eps_times_norm2), grad_y(grad_y_all + s.plane * g.volume()),
-        grad_x(grad_x_all + s.plane * g.volume()) {}
+        grad_x(grad_x_all + s.plane * g.volume()), residual(residual) {}
 
   SEGNET_HD const scalar_t* own_row(const scalar_t* vol, int q) const {
     return vol + this->plane_offset(q) + this->row_offset[kCentre];
@@ -157,10 +159,10 @@ struct BackwardLane : MarchLane<NDIM, Pass::kBackward, scalar_t, acc_t, VECTOR> 
 #pragma unroll
     for (int i = 0; i < S; ++i) {
       if (p == 0) {
-        pending[i] = gy[i] - p_now[i] + 3 * q_now[i];
+        pending[i] = identity_term(residual, gy[i]) - p_now[i] + 3 * q_now[i];
       } else {
         out[i] = pending[i] + q_now[i] - p_now[i];
-        pending[i] = gy[i] + p_before[i] + q_before[i] + 2 * q_now[i];
+        pending[i] = identity_term(residual, gy[i]) + p_before[i] + q_before[i] + 2 * q_now[i];
       }
       p_before[i] = p_now[i];
       q_before[i] = q_now[i];

@@ -1,4 +1,5 @@
-// Forward pass of the marching kernel: y = x + alpha * m, one plane per step.
+// Forward pass of the marching kernel: y = x + alpha * m (or m, the magnitude form, where alpha = 1
+// and `residual` is false), one plane per step.
 //
 // With the normalization folded in (N = 8 in 2D, 32 in 3D; both powers of two, so folding is
 // exact): m = sqrt(sum_d (g_d / N)^2 + eps) = sqrt(sum_d g_d^2 + N^2 eps) / N for the raw g_d.
@@ -13,11 +14,12 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
   using Base = MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR>;
   using Base::S;
   scalar_t* y;
+  bool residual;      // the op, else its magnitude form
   acc_t x_centre[S];  // the lane's own row of the plane whose output is next
 
   SEGNET_HD ForwardLane(const MarchGeometry& g, const LaneSite& s, const scalar_t* x_all, scalar_t* y_all,
-                        scalar_t* staging, acc_t alpha, acc_t eps_times_norm2)
-      : Base(g, s, x_all, staging, alpha, eps_times_norm2), y(y_all + s.plane * g.volume()) {}
+                        scalar_t* staging, acc_t alpha, acc_t eps_times_norm2, bool residual)
+      : Base(g, s, x_all, staging, alpha, eps_times_norm2), y(y_all + s.plane * g.volume()), residual(residual) {}
 
   SEGNET_HD void keep_centre() {
 #pragma unroll
@@ -30,7 +32,7 @@ struct ForwardLane : MarchLane<NDIM, Pass::kForward, scalar_t, acc_t, VECTOR> {
       acc_t out[S];
 #pragma unroll
       for (int i = 0; i < S; ++i) {
-        out[i] = x_centre[i] + this->alpha_over_norm * fast_sqrt(this->window.sum_of_squares(i) + this->eps_times_norm2);
+        out[i] = identity_term(residual, x_centre[i]) + this->alpha_over_norm * fast_sqrt(this->window.sum_of_squares(i) + this->eps_times_norm2);
       }
       store_strip<VECTOR>(y + this->plane_offset(p) + this->row_offset[Base::R / 2], this->site.w0, this->inner, out);
     }

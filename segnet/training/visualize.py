@@ -34,7 +34,7 @@ def middle_slice(volume: torch.Tensor) -> torch.Tensor:
 def validation_panel(image: torch.Tensor, prediction: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """(3, H, 4W) panel of one sample: image (C, *spatial), prediction and label (1, *spatial)."""
     image = image.detach().float().cpu()
-    edges = ops.edge_magnitude(image[None], eps=1e-6)[0]
+    edges = ops.edge_magnitude_reference(image[None], eps=1e-6)[0]
     gray = _normalize(middle_slice(image)[:1])
     edge = _normalize(middle_slice(edges)[:1])
     pred = middle_slice(prediction.detach().cpu())[0]
