@@ -1,15 +1,17 @@
-"""Report of an ablation sweep: python scripts/ablation_report.py SWEEP_DIR [--baseline NAME]
+"""Report of an ablation sweep: python scripts/ablation_report.py SWEEP_DIR [--baseline NAME] [--kind layer]
 
-Any sweep (segnet.evaluation.ablation tells the kinds apart): experiment=ablation_placement (variants
-against variant=none), experiment=ablation_recipe (recipes against recipe=plan, each budget on its
-own) or experiment=ablation_backends (each backend, and each under compile=true, against python
-eager). For every metric the runs recorded (validation Dice, HD95 in mm, NSD) and every variant:
-the per-case paired difference with the baseline on the same fold and seed (variant minus
-baseline, averaged over classes, then seeds), its mean, the variant's seed-to-seed spread, the 95 %
-bootstrap interval over cases, Wilcoxon's p and Holm's over the variants, and a verdict only where
-the interval excludes zero (better or worse by the metric's direction: HD95 improves as it falls),
-else the difference the sweep could have detected (segnet.evaluation.statistics); with each
-variant's parameters, median step time, samples/s and peak memory.
+Any sweep (segnet.evaluation.ablation tells the kinds apart): experiment=ablation_placement
+(variants against variant=none), experiment=ablation_recipe (recipes against recipe=plan, each
+budget on its own), experiment=ablation_loss (losses against dice_ce, each edge placement on its
+own; with --kind layer the placements against none, each loss on its own) or
+experiment=ablation_backends (each backend, and each under compile=true, against python eager). For
+every metric the runs recorded (validation Dice, HD95 in mm, NSD) and every variant: the per-case
+paired difference with the baseline on the same fold and seed (variant minus baseline, averaged
+over classes, then seeds), its mean, the variant's seed-to-seed spread, the 95 % bootstrap interval
+over cases, Wilcoxon's p and Holm's over the variants, and a verdict only where the interval
+excludes zero (better or worse by the metric's direction: HD95 improves as it falls), else the
+difference the sweep could have detected (segnet.evaluation.statistics); with each variant's
+parameters, median step time, samples/s and peak memory.
 
 A backend sweep also gets a table of its runs (step time, throughput, peak memory, speed-up over
 python eager's mean step time) and the accuracy check of segnet.evaluation.statistics.agreement:
@@ -17,7 +19,8 @@ a backend fails it when its per-case Dice moves, averaged over cases, by more th
 runs' per-case seed spread (--dice-tolerance where the sweep has one seed).
 
 Writes ablation.md (what it prints), ablation.csv (one row per group, metric and variant) and
-ablation.png (the paired per-case differences and their intervals) into SWEEP_DIR. A run without
+ablation.png (the paired per-case differences and their intervals) into SWEEP_DIR; the layer view
+writes ablation-layer.md, .csv and .png beside them. A run without
 metrics.json is reported as failed. Exits 1 when anything is flagged or failed.
 """
 
@@ -179,8 +182,10 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
-def report(sweep_dir: Path, baseline: str | None, dice_tolerance: float) -> tuple[str, list[str]]:
-    sweep = load_sweep(sweep_dir)
+def report(sweep_dir: Path, baseline: str | None, dice_tolerance: float,
+           kind: str | None = None) -> tuple[str, list[str]]:
+    sweep = load_sweep(sweep_dir, kind)
+    stem = "ablation" if kind is None else f"ablation-{kind}"
     baseline = baseline or sweep.baseline
     blocks, flags = [f"## {sweep.kind} ablation of {sweep_dir}: every variant against {baseline}"], []
     if sweep.kind == "backends":
@@ -191,9 +196,9 @@ def report(sweep_dir: Path, baseline: str | None, dice_tolerance: float) -> tupl
     rows, differences, compare_flags = paired_rows(sweep, baseline)
     blocks.append(paired_tables(rows))
     flags += compare_flags + [f"run {failed}" for failed in sweep.failed]
-    write_csv(rows, sweep_dir / "ablation.csv")
+    write_csv(rows, sweep_dir / f"{stem}.csv")
     if differences:
-        plot_differences(differences, rows, sweep_dir / "ablation.png")
+        plot_differences(differences, rows, sweep_dir / f"{stem}.png")
     return "\n\n".join(block for block in blocks if block), flags
 
 
@@ -201,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--baseline", default=None,
-                        help="the variant the others are paired with (default: none, plan or python by the sweep)")
+                        help="the variant the others are paired with "
+                             "(default: none, plan, dice_ce or python by the sweep)")
+    parser.add_argument("--kind", choices=["layer"], default=None,
+                        help="layer: a loss sweep's edge placements against none, within each loss")
     parser.add_argument("--dice-tolerance", type=float, default=0.02,
                         help="backend sweeps of one seed: the mean per-case Dice gap allowed, for want of a spread")
     args = parser.parse_args(argv)
@@ -209,11 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.sweep_dir} is not a folder; pass the sweep folder (multirun/<task>/<time>)")
     if not run_folders(args.sweep_dir):
         parser.error(f"{args.sweep_dir} holds no runs (no */.hydra/config.yaml)")
-    markdown, flags = report(args.sweep_dir, args.baseline, args.dice_tolerance)
+    markdown, flags = report(args.sweep_dir, args.baseline, args.dice_tolerance, args.kind)
     text = markdown + ("\n\n" + "\n".join(f"- FLAG: {f}" for f in flags) if flags else "") + "\n"
     print(text)
-    (args.sweep_dir / "ablation.md").write_text(text)
-    print(f"wrote ablation.md, ablation.csv and ablation.png in {args.sweep_dir}")
+    stem = "ablation" if args.kind is None else f"ablation-{args.kind}"
+    (args.sweep_dir / f"{stem}.md").write_text(text)
+    print(f"wrote {stem}.md, {stem}.csv and {stem}.png in {args.sweep_dir}")
     return 1 if flags else 0
 
 

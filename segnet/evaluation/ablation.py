@@ -10,6 +10,10 @@ Three kinds of sweep, told apart by the config groups Hydra chose for the runs (
   with the predictions as they are (the rule's cost is not a training's: the baseline's is shown).
 - backends (experiment=ablation_backends, no such group): the variant is the op backend the run used,
   "+ compile" where it ran under torch.compile; baseline python (eager).
+- loss (experiment=ablation_loss, told by that name: every run has a loss): the variant is the
+  conf/loss/ option, and runs are grouped by their conf/variant/ option (the edge placement);
+  baseline dice_ce. Its other view, layer (asked for by name), pairs the placements with none
+  within each loss: does the edge layer help once the loss looks at edges?
 A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
 val_hd95_per_case, val_nsd_per_case, and the topology metrics of thin classes; a metric the run
 did not record is left out). A run without metrics.json failed, and is named.
@@ -36,7 +40,10 @@ METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": 
 POSTPROCESSED_KEY = "val_dice_postprocessed_per_case"  # {rule: {case: {class: Dice}}}, the final validation's
 # kind -> (the config group naming a run's variant, the group naming its comparison group, the baseline)
 KINDS = {"placement": ("variant", None, "none"), "recipe": ("recipe", "budget", "plan"),
-         "backends": (None, None, "python")}
+         "backends": (None, None, "python"), "loss": ("loss", "variant", "dice_ce"),
+         "layer": ("variant", "loss", "none")}
+EXPERIMENT_KINDS = {"ablation_loss": "loss"}  # sweeps told by their experiment, not by a group
+DETECTED_BY_GROUP = ("placement", "recipe")
 
 
 def postprocessed(trial: str) -> str:
@@ -82,8 +89,9 @@ def variant_of(run: Path) -> str | None:
 
 def kind_of(run: Path) -> str:
     choices = choices_of(run)
-    return next((kind for kind, (group, _, _) in KINDS.items() if group and choices.get(group) is not None),
-                "backends")
+    if choices.get("experiment") in EXPERIMENT_KINDS:
+        return EXPERIMENT_KINDS[choices["experiment"]]
+    return next((kind for kind in DETECTED_BY_GROUP if choices.get(KINDS[kind][0]) is not None), "backends")
 
 
 def label_of(run: Path, kind: str, config: DictConfig, metrics: dict[str, Any] | None) -> tuple[str, str]:
@@ -100,10 +108,11 @@ def label_of(run: Path, kind: str, config: DictConfig, metrics: dict[str, Any] |
     return group, f"{backend}{' + compile' if config.get('compile') else ''}"
 
 
-def load_sweep(sweep_dir: Path) -> Sweep:
-    """The sweep's scores, mean costs per (group, variant) and failed runs; its kind from its first run."""
+def load_sweep(sweep_dir: Path, kind: str | None = None) -> Sweep:
+    """The sweep's scores, mean costs per (group, variant) and failed runs; its kind from its first
+    run unless given (the loss sweep's layer view)."""
     folders = run_folders(sweep_dir)
-    sweep = Sweep(kind_of(folders[0]) if folders else "backends")
+    sweep = Sweep(kind or (kind_of(folders[0]) if folders else "backends"))
     costs: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in folders:
         config = OmegaConf.load(run / ".hydra" / "config.yaml")

@@ -32,7 +32,7 @@ from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.fine_tuning import initialize_from
 from segnet.training.module import SegmentationModule, postprocessed_dice
-from segnet.training.resume import check_fresh_start, check_same_run, continue_in_run_folder, resume_from
+from segnet.training.resume import SECTIONS, check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def versions() -> dict[str, str]:
 def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
     # Plain dicts, resolved: the checkpoint's hyperparameters must not depend on Hydra or on
     # dataset.json still being where it was.
-    sections = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "data", "optim", "inference")}
+    sections = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in SECTIONS}
     return SegmentationModule(**sections, backend=backend, compile=bool(cfg.compile),
                               precision=str(cfg.trainer.get("precision", "32-true")))
 

@@ -1,4 +1,5 @@
-"""The LightningModule: Dice + cross-entropy loss (segnet.model.loss, deeply supervised or not),
+"""The LightningModule: the loss of conf/loss/ (segnet.model.loss_terms: Dice + cross-entropy, deeply
+supervised or not, and the terms added to it),
 the optimizer and schedule of conf/optim/ (segnet.training.optimizers), per-class validation Dice (segnet.metrics),
 whole-image validation inference (segnet.inference.windows), TensorBoard images.
 
@@ -30,7 +31,7 @@ from segnet.data.device_augmentation import BatchAugmentation
 from segnet.inference.postprocessing import TRIALS, case_scores
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
-from segnet.model.loss import training_loss
+from segnet.model.loss_terms import TrainingLoss
 from segnet.model.network import build_network
 from segnet.topology import topology_classes, topology_scores
 from segnet.training.optimizers import optimizer_and_schedule
@@ -72,6 +73,7 @@ class SegmentationModule(L.LightningModule):
         data: dict[str, Any],
         optim: dict[str, Any],
         inference: dict[str, Any],
+        loss: dict[str, Any] | None = None,  # None: dice_ce alone (checkpoints from before conf/loss/)
         backend: str = "auto",
         compile: bool = False,
         precision: str = "32-true",  # the trainer's: evaluation runs under the same autocast
@@ -83,7 +85,8 @@ class SegmentationModule(L.LightningModule):
             # In place: parameter names, and so checkpoints, stay as without it.
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
         self.ignore_label: int | None = data.get("ignore_label")
-        self.loss = training_loss(self.ignore_label, 1 + len(self.net.supervision_heads))
+        self.loss = TrainingLoss(loss, len(data["class_names"]), self.ignore_label,
+                                 1 + len(self.net.supervision_heads), backend)
         dims = data["spatial_dims"]
         # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
         no_affine = {} if data.get("affine_augmentation", True) else {"affine": 0.0}  # data.affine_augmentation=false
@@ -111,9 +114,15 @@ class SegmentationModule(L.LightningModule):
         return {**batch, "image": image, "label": label.long()}
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        loss = self.loss(self.net(batch["image"]), batch["label"].float())
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch["image"].shape[0])
-        return loss
+        image = batch["image"]
+        spacing = [case_spacing(batch, index, image.dim() - 2) for index in range(image.shape[0])]
+        parts = self.loss(self.net(image), batch["label"].float(), self.global_step, spacing)
+        self.log("train/loss", parts["loss"], prog_bar=True, batch_size=image.shape[0])
+        if len(parts) > 2:  # several terms: each one's own value too
+            for name, value in parts.items():
+                if name != "loss":
+                    self.log(f"train/loss_{name}", value, batch_size=image.shape[0])
+        return parts["loss"]
 
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
         return predict_whole_image(self.net, image, self.hparams.data["spatial_dims"], self.hparams.inference)

@@ -46,7 +46,7 @@ class ProgressPlot(L.Callback):
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, height_ratios=(2, 1))
         if self.loss:
             top.plot(*zip(*self.loss, strict=True), color="C0", alpha=0.7, label="train loss")
-        top.set_ylabel("train loss (Dice + CE)")
+        top.set_ylabel("train loss (conf/loss/)")
         dice_axis = top.twinx()
         for i, (name, points) in enumerate(self.dice.items()):
             dice_axis.plot(*zip(*points, strict=True), marker="o", color=f"C{i + 1}", label=f"val Dice {name}")

@@ -24,7 +24,7 @@ from segnet.inference.loading import one_checkpoint, refusing_unsafe
 from segnet.training.optimizers import named
 
 log = logging.getLogger(__name__)
-SECTIONS = ("model", "data", "optim", "inference")  # SegmentationModule's hyperparameters that make the run
+SECTIONS = ("model", "data", "optim", "loss", "inference")  # SegmentationModule's hyperparameters that make the run
 # What a resumed run may change: where and how fast it reads its data, how it batches windows;
 # whether the workers or the device augment (the same distributions; auto follows the trainer);
 # the schedule's length, which a resume takes from the checkpoint whatever this says; the data

@@ -40,7 +40,7 @@ def run_report(sweep: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def csv_rows(sweep: Path) -> dict[tuple[str, str, str], dict[str, str]]:
-    """ablation.csv keyed by (group, metric, variant)."""
-    with open(sweep / "ablation.csv", newline="") as f:
+def csv_rows(sweep: Path, name: str = "ablation.csv") -> dict[tuple[str, str, str], dict[str, str]]:
+    """The report's CSV (ablation.csv, or a view's) keyed by (group, metric, variant)."""
+    with open(sweep / name, newline="") as f:
         return {(row["group"], row["metric"], row["variant"]): row for row in csv.DictReader(f)}

@@ -1,0 +1,176 @@
+"""The loss terms of conf/loss/: the edge loss by hand and through the op, the weights and the
+ramp, MONAI's terms as MONAI computes them, and the configurations that are refused."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from monai.losses import HausdorffDTLoss, SoftclDiceLoss
+
+from helpers.training import compose_config
+from segnet.errors import ConfigError
+from segnet.model.edge_loss import EdgeMatchingLoss, band_radius, dilate
+from segnet.model.loss import training_loss
+from segnet.model.loss_terms import TrainingLoss
+
+pytestmark = pytest.mark.usefixtures("cpu_library")
+
+EPS = 1e-6
+STEP = [[0, 0, 1, 1]]  # one row: the label steps from class 0 to 1 between columns 1 and 2
+
+
+def step_case():
+    label = torch.tensor(STEP, dtype=torch.float64)[None, None]  # (1, 1, 1, 4)
+    uniform = torch.zeros(1, 2, 1, 4, dtype=torch.float64)  # softmax 0.5 everywhere: flat, no edge
+    return uniform, label
+
+
+@pytest.mark.parametrize("backend", ["python", "cpp"])
+def test_edge_loss_by_hand_on_a_step(backend):
+    # The label's edge along the row is (y[j+1] - y[j-1]) * 4 / 8 (the one row smoothed by its
+    # clamped [1,2,1], the normalization 8): 0.5 at columns 1 and 2, 0 at the ends. The uniform
+    # softmax is flat, sqrt(eps) everywhere.
+    logits, label = step_case()
+    edge, flat = math.sqrt(0.25 + EPS), math.sqrt(EPS)
+    on_boundary = EdgeMatchingLoss(2, band_mm=0.0, backend=backend)(logits, label, [[1.0, 1.0]])
+    assert on_boundary.item() == pytest.approx(edge - flat, rel=1e-12)
+    # A band of 1 mm takes in the two flat ends too, where both sides are flat.
+    widened = EdgeMatchingLoss(2, band_mm=1.0, backend=backend)(logits, label, [[1.0, 1.0]])
+    assert widened.item() == pytest.approx(2 * (edge - flat) / 4, rel=1e-12)
+    # The same 1 mm on 2 mm columns is under a voxel: the band stays on the boundary.
+    coarse = EdgeMatchingLoss(2, band_mm=1.0, backend=backend)(logits, label, [[1.0, 2.5]])
+    assert coarse.item() == pytest.approx(edge - flat, rel=1e-12)
+
+
+def test_the_band_follows_each_axis_spacing():
+    assert band_radius([3.0, 0.8, 0.8], 2.0) == [1, 2, 2]
+    mask = torch.zeros(1, 5, 9, 9, dtype=torch.bool)
+    mask[0, 2, 4, 4] = True
+    grown = dilate(mask, band_radius([3.0, 0.8, 0.8], 2.0))
+    assert grown.sum().item() == 3 * 5 * 5
+    assert grown[0, 1:4, 2:7, 2:7].all()
+
+
+def test_edge_loss_gradcheck_through_the_fused_op_in_float64():
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 6, 7, dtype=torch.float64, generator=generator).requires_grad_()
+    label = torch.randint(0, 3, (2, 1, 6, 7), generator=generator).double()
+    loss = EdgeMatchingLoss(3, band_mm=1.0, backend="cpp")
+    assert torch.autograd.gradcheck(lambda z: loss(z, label, [[1.0, 1.0]] * 2), (logits,))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 9, 11), (1, 2, 5, 6, 7)])
+def test_edge_loss_is_the_same_through_every_backend(shape):
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(shape, dtype=torch.float64, generator=generator)
+    label = torch.randint(0, shape[1], (shape[0], 1, *shape[2:]), generator=generator).double()
+    spacing = [[1.0] * (len(shape) - 2)] * shape[0]
+    values = []
+    for backend in ("python", "cpp"):
+        z = logits.clone().requires_grad_()
+        value = EdgeMatchingLoss(shape[1], 2.0, backend)(z, label, spacing)
+        value.backward()
+        values.append((value.detach(), z.grad))
+    assert torch.allclose(values[0][0], values[1][0], rtol=1e-12)
+    assert torch.allclose(values[0][1], values[1][1], rtol=1e-10, atol=1e-14)
+
+
+def test_a_shifted_boundary_costs_more_than_the_right_one():
+    label = torch.zeros(1, 1, 16, 16)
+    label[..., 4:12, 4:12] = 1
+    foreground = 8 * label - 4  # softmax sigmoid(8) inside, sigmoid(-8) outside
+    right = torch.cat([-foreground, foreground], dim=1)
+    shifted = right.roll(3, dims=-1)
+    loss = EdgeMatchingLoss(2, band_mm=2.0)
+    assert loss(right, label, [[1.0, 1.0]]) < 0.01
+    assert loss(shifted, label, [[1.0, 1.0]]) > 0.1
+
+
+def test_the_ignored_region_and_its_rim_are_left_out():
+    generator = torch.Generator().manual_seed(2)
+    label = torch.randint(0, 2, (1, 1, 12, 12), generator=generator).float()
+    label[..., :, 6:] = 2  # the ignore label
+    logits = torch.randn(1, 2, 12, 12, generator=generator)
+    other = logits.clone()
+    other[..., :, 6:] = torch.randn(1, 2, 12, 6, generator=generator)  # only inside the ignored half
+    loss = EdgeMatchingLoss(2, band_mm=1.0, ignore_label=2)
+    assert loss(other, label, [[1.0, 1.0]]).item() == pytest.approx(loss(logits, label, [[1.0, 1.0]]).item())
+
+
+def test_a_batch_without_boundaries_gives_zero_with_a_gradient():
+    logits = torch.randn(1, 2, 8, 8, requires_grad=True)
+    value = EdgeMatchingLoss(2)(logits, torch.zeros(1, 1, 8, 8), [[1.0, 1.0]])
+    value.backward()
+    assert value.item() == 0.0 and torch.equal(logits.grad, torch.zeros_like(logits))
+
+
+def settings(**weights):
+    return {"dice_ce": {"weight": weights.pop("dice_ce", 1.0)}, "ramp_steps": weights.pop("ramp_steps", 0),
+            **{name: {"weight": weight} for name, weight in weights.items()}}
+
+
+def random_case(classes=3, seed=3):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, classes, 16, 16, generator=generator)
+    label = torch.randint(0, classes, (2, 1, 16, 16), generator=generator).float()
+    return logits, label, [[1.0, 1.0]] * 2
+
+
+def test_terms_are_weighted_and_ramped_in_after_dice_ce():
+    logits, label, spacing = random_case()
+    loss = TrainingLoss(settings(dice_ce=0.5, edge=2.0, hausdorff_dt=0.25, cldice=1.0, ramp_steps=10), 3, None, 1)
+    half = loss(logits, label, 5, spacing)
+    assert set(half) == {"loss", "dice_ce", "edge", "hausdorff_dt", "cldice"}
+    added = 2.0 * half["edge"] + 0.25 * half["hausdorff_dt"] + 1.0 * half["cldice"]
+    assert half["loss"].item() == pytest.approx((0.5 * half["dice_ce"] + 0.5 * added).item(), rel=1e-6)
+    full = loss(logits, label, 20, spacing)
+    assert full["loss"].item() == pytest.approx((0.5 * full["dice_ce"] + added).item(), rel=1e-6)
+    assert loss(logits, label, 0, spacing)["loss"].item() == pytest.approx(0.5 * half["dice_ce"].item(), rel=1e-6)
+
+
+def test_the_terms_are_the_libraries_own():
+    logits, label, spacing = random_case()
+    parts = TrainingLoss(settings(edge=1.0, hausdorff_dt=1.0, cldice=1.0), 3, None, 1)(logits, label, 0, spacing)
+    assert parts["dice_ce"].item() == pytest.approx(training_loss(None)(logits, label).item(), rel=1e-6)
+    monai = HausdorffDTLoss(include_background=False, to_onehot_y=True, softmax=True)(logits, label)
+    assert parts["hausdorff_dt"].item() == pytest.approx(monai.item(), rel=1e-6)
+    cldice = SoftclDiceLoss(iter_=3, include_background=False, to_onehot_y=True, softmax=True)(logits, label)
+    assert parts["cldice"].item() == pytest.approx(cldice.item(), rel=1e-6)
+    assert parts["edge"].item() == pytest.approx(EdgeMatchingLoss(3)(logits, label, spacing).item(), rel=1e-6)
+
+
+def test_weight_zero_terms_are_not_built_and_deep_supervision_stays_dice_ce_s():
+    loss = TrainingLoss(settings(edge=0.0, cldice=1.0), 3, None, 2)
+    assert set(loss.added) == {"cldice"}
+    logits, label, spacing = random_case()
+    coarse = torch.randn(2, 3, 8, 8)
+    parts = loss([logits, coarse], label, 0, spacing)
+    assert parts["dice_ce"].item() == pytest.approx(training_loss(None, 2)([logits, coarse], label).item(), rel=1e-6)
+    assert parts["cldice"].item() == pytest.approx(TrainingLoss(settings(cldice=1.0), 3, None, 1)(
+        logits, label, 0, spacing)["cldice"].item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("config,message", [
+    (settings(dice_ce=0.0), r"every term has weight 0"),
+    ({**settings(), "boundry": {"weight": 1.0}}, r"unknown term\(s\) boundry"),
+])
+def test_bad_loss_settings_are_refused(config, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainingLoss(config, 3, None, 1)
+
+
+@pytest.mark.parametrize("term", ["hausdorff_dt", "cldice"])
+def test_maskless_terms_refuse_an_ignore_label(term):
+    with pytest.raises(ConfigError, match=rf"loss.{term} cannot leave out the ignore label \(3\)"):
+        TrainingLoss(settings(**{term: 1.0}), 3, 3, 1)
+
+
+def test_loss_presets_add_their_term_to_dice_ce():
+    default = compose_config([]).loss
+    assert default.dice_ce.weight == 1.0 and default.edge.weight == 0.0 and default.ramp_steps == 0
+    for term in ("edge", "hausdorff_dt", "cldice"):
+        chosen = compose_config([f"loss={term}"]).loss
+        assert chosen.dice_ce.weight == 1.0 and chosen[term].weight == 1.0 and chosen.ramp_steps == 50
+        assert [name for name in ("edge", "hausdorff_dt", "cldice") if chosen[name].weight] == [term]
