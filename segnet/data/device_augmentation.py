@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from segnet.data.samples import MAP_INTERPOLATION
+
 # The worker chain's settings. tests/data/test_device_augmentation.py draws from the MONAI transforms
 # that train_transforms builds and compares distributions, so a change made there alone fails it.
 PROBS = {"affine": 0.2, "flip": 0.5, "scale_intensity": 0.5, "shift_intensity": 0.5, "contrast": 0.3,
@@ -56,12 +58,16 @@ def centre_slices(in_size: Sequence[int], patch_size: Sequence[int]) -> tuple[sl
     return (slice(None), slice(None), *spatial)
 
 
-def rotate_scale(image, label, drawn, rotate, scale, patch_size):
-    """The centre patch of each sample, rotated and scaled about its centre where `drawn`."""
+def rotate_scale(image, label, drawn, rotate, scale, patch_size, maps=None):
+    """The centre patch of each sample, rotated and scaled about its centre where `drawn`; `maps`
+    ({name: (N, K, *input_size)}, the label's derived maps) by the same grid, each by its
+    MAP_INTERPOLATION. Returns image, label and the maps."""
+    maps = maps or {}
     crop = centre_slices(image.shape[2:], patch_size)
     out_image, out_label = image[crop].clone(), label[crop].clone()
+    out_maps = {name: value[crop].clone() for name, value in maps.items()}
     if not drawn.any():  # one host sync per batch; resampling only the drawn 20% is worth it
-        return out_image, out_label
+        return out_image, out_label, out_maps
     # affine_grid (align_corners=False) works in coordinates that run from -1 to 1 over a whole axis, so a
     # position x voxels from the centre is 2x/size: theta = diag(2 / in) A diag(patch / 2). Its axes go
     # last spatial first (x is W), hence the flip.
@@ -74,7 +80,11 @@ def rotate_scale(image, label, drawn, rotate, scale, patch_size):
     out_image[drawn] = F.grid_sample(image[drawn], grid, "bilinear", "zeros", align_corners=False)
     labels = F.grid_sample(label[drawn].to(grid.dtype), grid, "nearest", "zeros", align_corners=False)
     out_label[drawn] = labels.to(label.dtype)
-    return out_image, out_label
+    for name, value in maps.items():
+        mode = MAP_INTERPOLATION[name]
+        out_maps[name][drawn] = F.grid_sample(value[drawn].to(grid.dtype), grid, mode, "zeros",
+                                              align_corners=False).to(value.dtype)
+    return out_image, out_label, out_maps
 
 
 def per_sample(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -182,21 +192,25 @@ class BatchAugmentation:
             "noise_std": uniform(0.0, NOISE_STD),
         }
 
-    def __call__(self, image: torch.Tensor, label: torch.Tensor, generator: torch.Generator):
+    def __call__(self, image: torch.Tensor, label: torch.Tensor, generator: torch.Generator,
+                 maps: Mapping[str, torch.Tensor] | None = None):
         """image (N, C, *input_size) float, label (N, 1, *input_size) integer, any device; the generator
         on the same device (a CPU one works too, at the cost of copying its draws and noise over).
-        Returns image (N, C, *patch_size) and label (N, 1, *patch_size) in the label's dtype."""
-        return self.apply(image, label, self.draw(len(image), generator), generator)
+        Returns image (N, C, *patch_size) and label (N, 1, *patch_size) in the label's dtype, and with
+        `maps` (the label's derived maps, {name: (N, K, *input_size)}) those moved alike, as a third."""
+        return self.apply(image, label, self.draw(len(image), generator), generator, maps)
 
-    def apply(self, image, label, params: Mapping[str, torch.Tensor], generator: torch.Generator):
+    def apply(self, image, label, params: Mapping[str, torch.Tensor], generator: torch.Generator,
+              maps: Mapping[str, torch.Tensor] | None = None):
         """The augmentation with the given parameters (from `draw`); the generator draws the noise."""
         if list(image.shape[2:]) != self.in_size or label.shape[2:] != image.shape[2:]:
             raise ValueError(
                 f"expected crops of {self.in_size}, got image {list(image.shape)}, label {list(label.shape)}"
             )
         p = {name: value.to(image.device) for name, value in params.items()}
-        image, label = rotate_scale(image, label, p["affine"], p["rotate"], p["scale"], self.patch_size)
+        image, label, moved = rotate_scale(image, label, p["affine"], p["rotate"], p["scale"], self.patch_size, maps)
         image, label = flip(image, p["flip"]), flip(label, p["flip"])
+        moved = {name: flip(value, p["flip"]) for name, value in moved.items()}
         # unapplied samples get factor 0, offset 0, coefficients 0, std 0: exactly unchanged
         image = image * per_sample(1 + p["factor"] * p["scale_intensity"], image)
         image = image + per_sample(p["offset"] * p["shift_intensity"], image)
@@ -204,4 +218,5 @@ class BatchAugmentation:
         field = bias_field(p["bias_coeff"] * p["bias_field"][:, None], self.patch_size)
         image = image * field.exp()[:, None].to(image.dtype)  # one field for all channels, as MONAI
         noise = torch.randn(image.shape, generator=generator, device=generator.device, dtype=image.dtype)
-        return image + noise.to(image.device) * per_sample(p["noise_std"] * p["noise"], image), label
+        image = image + noise.to(image.device) * per_sample(p["noise_std"] * p["noise"], image)
+        return (image, label) if maps is None else (image, label, moved)

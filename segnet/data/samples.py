@@ -1,4 +1,7 @@
-"""What a dataset item holds: image (C, *spatial) float, label (1, *spatial) int, a name."""
+"""What a dataset item holds: image (C, *spatial) float, label (1, *spatial) int, a name; a
+training crop of the preprocessed cache also its spacing and the label's derived maps that the
+loss asks for (segnet.preprocessing.maps), which augmentation moves with the label by the same
+grid, each by its own interpolation."""
 
 from __future__ import annotations
 
@@ -11,3 +14,7 @@ class Sample(TypedDict):
     image: torch.Tensor
     label: torch.Tensor
     name: str
+
+
+# How augmentation resamples each derived map: distances vary smoothly, skeleton voxels are class numbers.
+MAP_INTERPOLATION = {"distance": "bilinear", "skeleton": "nearest"}

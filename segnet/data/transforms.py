@@ -24,6 +24,7 @@ from monai import transforms as T
 from segnet.data.dataset_json import Case
 from segnet.data.headers import read_problem
 from segnet.data.normalization import NormalizeChannelsd
+from segnet.data.samples import MAP_INTERPOLATION
 from segnet.errors import DatasetError
 
 KEYS = ("image", "label")
@@ -112,18 +113,21 @@ def train_transforms(
     return T.Compose(steps + augmentation_transforms(spatial_dims, affine))
 
 
-def augmentation_transforms(spatial_dims: int, affine: bool = True) -> list:
+def augmentation_transforms(spatial_dims: int, affine: bool = True, maps: Sequence[str] = ()) -> list:
     """The random part of training, on each crop in the loader's workers (data.augment_on=workers;
     segnet.data.device_augmentation does the same on the batch, on the device); affine=False
-    (data.affine_augmentation=false, the recipe ablation's no_affine) leaves out the rotation and scaling."""
+    (data.affine_augmentation=false, the recipe ablation's no_affine) leaves out the rotation and scaling.
+    `maps`, the label's derived maps in the crop, move with it (MAP_INTERPOLATION)."""
+    moved = [*KEYS, *maps]
     # nnU-Net's spatial augmentation: rotation (+-15 degrees about every axis) and scaling
     # (0.85 to 1.15), each crop with probability 0.2; labels by nearest neighbour.
     steps = [T.RandAffined(
-        keys=list(KEYS), prob=0.2, rotate_range=[math.pi / 12] * (1 if spatial_dims == 2 else 3),
-        scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest"), padding_mode="zeros",
+        keys=moved, prob=0.2, rotate_range=[math.pi / 12] * (1 if spatial_dims == 2 else 3),
+        scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest", *(MAP_INTERPOLATION[m] for m in maps)),
+        padding_mode="zeros",
     )] if affine else []
     steps.append(T.EnsureTyped(keys="label", dtype="int64"))
-    steps += [T.RandFlipd(keys=list(KEYS), prob=0.5, spatial_axis=axis) for axis in range(spatial_dims)]
+    steps += [T.RandFlipd(keys=moved, prob=0.5, spatial_axis=axis) for axis in range(spatial_dims)]
     steps += [
         T.RandScaleIntensityd(keys="image", factors=0.1, prob=0.5),
         T.RandShiftIntensityd(keys="image", offsets=0.1, prob=0.5),
@@ -131,7 +135,7 @@ def augmentation_transforms(spatial_dims: int, affine: bool = True) -> list:
         T.RandBiasFieldd(keys="image", coeff_range=(0.0, 0.3), prob=0.5),
         T.RandGaussianNoised(keys="image", std=0.05, prob=0.2),
         # Crops need no geometry any more; plain tensors also batch cleanly after a squeeze.
-        T.EnsureTyped(keys=list(KEYS), track_meta=False),
+        T.EnsureTyped(keys=moved, track_meta=False),
     ]
     return steps
 

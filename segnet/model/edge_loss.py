@@ -52,6 +52,10 @@ class EdgeMatchingLoss(nn.Module):
         self.backend = backend
         self.ignore_label = ignore_label
 
+    def edges(self, x: torch.Tensor) -> torch.Tensor:
+        """|Sobel x| per channel: the op's magnitude form (scripts/bench_edge_loss.py times others)."""
+        return ops.edge_magnitude(x, EPS, backend=self.backend)
+
     def forward(self, logits: torch.Tensor, label: torch.Tensor, spacing: Sequence[Sequence[float]]) -> torch.Tensor:
         """logits (N, classes, *spatial), label (N, 1, *spatial) holding class numbers, spacing
         one per case (mm per spatial axis)."""
@@ -63,9 +67,9 @@ class EdgeMatchingLoss(nn.Module):
             known = ~dilate(ignored, [1] * (classes.dim() - 1))
             classes = classes.masked_fill(ignored, 0)
         target = F.one_hot(classes, self.classes).movedim(-1, 1)[:, 1:].to(probabilities.dtype)
-        predicted_edges = ops.edge_magnitude(probabilities, EPS, backend=self.backend)
+        predicted_edges = self.edges(probabilities)
         with torch.no_grad():
-            label_edges = ops.edge_magnitude(target, EPS, backend=self.backend)
+            label_edges = self.edges(target)
             boundary = label_edges.square() > 2 * EPS  # where the label is not flat
             band = torch.stack([dilate(case, band_radius(s, self.band_mm)) for case, s in
                                 zip(boundary, spacing, strict=True)]) & known[:, None]

@@ -5,7 +5,10 @@
 - hausdorff_dt: MONAI's HausdorffDTLoss (Karimi and Salcudean, IEEE TMI 2020), from distance
   transforms of the prediction and the label;
 - cldice: MONAI's SoftclDiceLoss (Shit et al., CVPR 2021), on soft skeletons, for thin and
-  tubular classes.
+  tubular classes;
+- boundary: Kervadec et al.'s boundary loss on signed distance maps, and skeleton_recall:
+  Kirchhoff et al.'s Skeleton Recall on tubed skeletons (segnet.model.map_losses), both maps made
+  once per case into the preprocessed cache (segnet.preprocessing.maps): data=folder only.
 
 A term of weight 0 is not built. Every term but dice_ce ramps in: its weight grows linearly from
 0 over the first loss.ramp_steps steps, because a boundary term on an untrained network's diffuse
@@ -25,35 +28,47 @@ from torch import nn
 from segnet.errors import ConfigError
 from segnet.model.edge_loss import EdgeMatchingLoss
 from segnet.model.loss import training_loss
+from segnet.model.map_losses import BoundaryLoss, SkeletonRecallLoss
 
-TERMS = ("dice_ce", "edge", "hausdorff_dt", "cldice")
+TERMS = ("dice_ce", "edge", "hausdorff_dt", "cldice", "boundary", "skeleton_recall")
+# What a term takes besides the logits and the label: the batch's spacing, or a map of the label's
+TERM_INPUT = {"edge": "spacing", "boundary": "distance", "skeleton_recall": "skeleton"}
 DEFAULT_LOSS = {"dice_ce": {"weight": 1.0}, "ramp_steps": 0}  # runs and checkpoints from before conf/loss/
 MASKLESS = ("hausdorff_dt", "cldice")  # MONAI's losses take no mask: no ignore label
 
 
+def effective_loss(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """What a loss config computes: its terms of nonzero weight, and the ramp where a term ramps.
+    Two configs train alike exactly when these agree (a run from before conf/loss/: dice_ce alone)."""
+    settings = settings or DEFAULT_LOSS
+    active = {name: value for name, value in settings.items() if name in TERMS and float(value["weight"]) != 0}
+    ramp = {"ramp_steps": settings.get("ramp_steps", 0)} if set(active) - {"dice_ce"} else {}
+    return {**active, **ramp}
+
+
+def required_maps(settings: dict[str, Any] | None) -> list[str]:
+    """The label's derived maps that the loss's terms read (for the data module to carry)."""
+    settings = settings or DEFAULT_LOSS
+    return [TERM_INPUT[name] for name in ("boundary", "skeleton_recall")
+            if float(settings.get(name, {}).get("weight", 0)) != 0]
+
+
 def build_term(name: str, settings: dict[str, Any], classes: int, ignore_label: int | None,
                backend: str) -> nn.Module:
-    """One added term, called as term(logits, label, spacing)."""
+    """One added term, called as term(logits, label) or, with a TERM_INPUT, term(logits, label, input)."""
     if name in MASKLESS and ignore_label is not None:
         raise ConfigError(f"loss.{name} cannot leave out the ignore label ({ignore_label}) of this dataset; "
                          f"set loss.{name}.weight=0 or use loss.edge, which can")
     if name == "edge":
         return EdgeMatchingLoss(classes, settings.get("band_mm", 2.0), backend, ignore_label)
+    if name == "boundary":
+        return BoundaryLoss(ignore_label)
+    if name == "skeleton_recall":
+        return SkeletonRecallLoss(classes)
     if name == "hausdorff_dt":
-        return Unspaced(HausdorffDTLoss(include_background=False, to_onehot_y=True, softmax=True))
-    return Unspaced(SoftclDiceLoss(iter_=int(settings.get("iterations", 3)), include_background=False,
-                                   to_onehot_y=True, softmax=True))
-
-
-class Unspaced(nn.Module):
-    """A MONAI loss of (logits, label), called like the terms that take the spacing too."""
-
-    def __init__(self, loss: nn.Module):
-        super().__init__()
-        self.loss = loss
-
-    def forward(self, logits: torch.Tensor, label: torch.Tensor, spacing: Sequence[Sequence[float]]) -> torch.Tensor:
-        return self.loss(logits.float(), label)
+        return HausdorffDTLoss(include_background=False, to_onehot_y=True, softmax=True)
+    return SoftclDiceLoss(iter_=int(settings.get("iterations", 3)), include_background=False, to_onehot_y=True,
+                          softmax=True)
 
 
 class TrainingLoss(nn.Module):
@@ -78,15 +93,25 @@ class TrainingLoss(nn.Module):
         return 1.0 if self.ramp_steps <= 0 else min(1.0, step / self.ramp_steps)
 
     def forward(self, outputs: torch.Tensor | list[torch.Tensor], label: torch.Tensor, step: int,
-                spacing: Sequence[Sequence[float]]) -> dict[str, torch.Tensor]:
+                spacing: Sequence[Sequence[float]],
+                maps: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """{"loss": the weighted sum, and each term's value unweighted}; outputs is the network's
-        logits, or its list of them with deep supervision (full resolution first)."""
+        logits, or its list of them with deep supervision (full resolution first); spacing one per
+        case, maps the label's derived maps that the batch carries."""
         full = outputs[0] if isinstance(outputs, (list, tuple)) else outputs
+        inputs = {"spacing": spacing, **(maps or {})}
         parts = {}
         if self.dice_ce is not None:
             parts["dice_ce"] = self.dice_ce(outputs, label)
         for name, term in self.added.items():
-            parts[name] = term(full, label, spacing)
+            needs = TERM_INPUT.get(name)
+            if needs is None:  # MONAI's: softmax and distance transforms in float32 under autocast too
+                parts[name] = term(full.float(), label)
+            elif needs in inputs:
+                parts[name] = term(full, label, inputs[needs])
+            else:
+                raise ConfigError(f"loss.{name} needs the label's {needs} maps, which the preprocessed cache's "
+                                  "crops carry: train on data=folder with data.preprocessed=true")
         total = sum(self.weights[name] * (1.0 if name == "dice_ce" else self.ramp(step)) * value
                     for name, value in parts.items())
         return {"loss": total, **parts}

@@ -6,6 +6,8 @@
         <case>.image.npy       float32 (channels, *spatial): what evaluation's loading chain gives
         <case>.label.npy       the smallest unsigned integer type that holds the labels, (1, *spatial)
         <case>.foreground.npy  int32 (K, 1 + 3): sampled voxels of each foreground class, (class, x, y, z)
+        <case>.<map><2|3>d.npy maps derived from the label for a 2D or 3D plan's loss terms, made on
+                               demand (segnet.preprocessing.maps)
         <case>.json            properties: source files, shape, spacing, affine; written last, so a
                                case is complete exactly when its .json exists and names the sources
                                as they are now
@@ -32,6 +34,7 @@ from segnet.data.derived import case_unchanged, code_version, dataset_folder, di
 from segnet.files import atomic_path, write_json
 
 FORMAT = 1  # bump when what a case's files hold changes: old caches are then never read
+DERIVED_MAPS = ("distance", "skeleton")  # what segnet.preprocessing.maps derives from a label
 FOREGROUND_SAMPLES = 10_000  # voxels kept per class for foreground-aware crops (nnU-Net's)
 # What the arrays are made by: its source and these libraries' versions are in the cache's key.
 LOADING_CODE = ("segnet.data.transforms", "segnet.data.normalization", "segnet.preprocessing.api",
@@ -97,6 +100,13 @@ class PreprocessedCase:
     def foreground(self) -> np.ndarray:
         return np.load(self.path("foreground"))
 
+    def map_path(self, kind: str, dims: int) -> Path:
+        """A derived map's file (segnet.preprocessing.maps) for a 2D or 3D plan."""
+        return self.path(f"{kind}{dims}d")
+
+    def map(self, kind: str, dims: int) -> np.ndarray:
+        return np.load(self.map_path(kind, dims), mmap_mode="r")
+
     def is_current(self, case: Case) -> bool:
         """Complete, and made from the case's sources as they are now."""
         try:
@@ -106,7 +116,11 @@ class PreprocessedCase:
 
     def write(self, sources: list[dict[str, Any]], image: np.ndarray, label: np.ndarray,
               properties: dict[str, Any], ignore_label: int | None = None) -> None:
-        """The arrays, then the properties naming `sources` (their stamps from before they were read)."""
+        """The arrays, then the properties naming `sources` (their stamps from before they were read);
+        maps derived from an earlier label go first."""
+        for kind in DERIVED_MAPS:
+            for dims in (2, 3):
+                self.map_path(kind, dims).unlink(missing_ok=True)
         foreground = sample_foreground(label, self.name, ignore_label)
         for kind, array in (("image", image), ("label", label), ("foreground", foreground)):
             with atomic_path(self.path(kind)) as temporary:

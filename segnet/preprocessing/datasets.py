@@ -7,7 +7,9 @@ three centred on a foreground voxel (a class drawn uniformly among those the cas
 of its sampled voxels, nnU-Net's way, so small structures are seen as often as large ones), one
 anywhere; the patch stays inside the volume where it fits and is centred on a padded volume where
 it does not. A crop may be read with a margin around the patch (the device augmentation's
-rotations and scalings sample there); what lies outside the volume reads as zero.
+rotations and scalings sample there); what lies outside the volume reads as zero. Maps derived
+from the label (segnet.preprocessing.maps), where a loss term asks for them, are cropped by the
+same box, and every crop carries its case's spacing (mm, of the preprocessed grid).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def read_box(array: np.ndarray, start: Sequence[int], size: Sequence[int]) -> np
 
 
 class CropDataset(Dataset, Randomizable):
-    """samples_per_volume crops of each case: {"image": float32 (C, *crop), "label": (1, *crop)}.
+    """samples_per_volume crops of each case: {"image": float32 (C, *crop), "label": (1, *crop),
+    "spacing": float64 (3,), and each of `maps` (its (K, *crop) crop)}.
 
     `patch` is the training patch (3 axes; a 2D patch is one slice thick), `margin` the voxels
     read beyond it on each side, `augment` what the workers do to each crop afterwards (the
@@ -58,8 +61,10 @@ class CropDataset(Dataset, Randomizable):
     (MONAI's Randomizable): segnet.data.sampling seeds it per draw."""
 
     def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
-                 margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False):
+                 margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False,
+                 maps: Sequence[str] = ()):
         self.entries = list(entries)
+        self.maps = list(maps)
         self.patch, self.margin = list(patch), list(margin)
         self.samples_per_volume = samples_per_volume
         self.augment = augment
@@ -81,13 +86,17 @@ class CropDataset(Dataset, Randomizable):
             return chosen[self.R.randint(len(chosen)), 1:].tolist()
         return [int(self.R.randint(s)) for s in shape]
 
-    def crop(self, image: np.ndarray, label: np.ndarray, foreground: np.ndarray) -> dict:
+    def crop(self, image: np.ndarray, label: np.ndarray, foreground: np.ndarray,
+             maps: dict[str, np.ndarray] | None = None) -> dict:
         centre = self.centre(image.shape[1:], foreground)
         start = [patch_start(s, p, c) - m for s, p, c, m in zip(image.shape[1:], self.patch, centre, self.margin,
                                                                 strict=True)]
         size = [p + 2 * m for p, m in zip(self.patch, self.margin, strict=True)]
-        sample = {"image": torch.from_numpy(read_box(image, start, size)),
-                  "label": torch.from_numpy(read_box(label, start, size))}
+        arrays = {"image": image, "label": label, **(maps or {})}
+        # distances: float16 on disk, float32 in the crop, which augmentation resamples and the loss sums
+        sample = {key: torch.from_numpy(read_box(array, start, size).astype(np.float32 if array.dtype == np.float16
+                                                                           else array.dtype))
+                  for key, array in arrays.items()}
         if self.squeeze_last:
             sample = {key: value[..., 0] for key, value in sample.items()}
         return self.augment(sample) if self.augment is not None else sample
@@ -95,7 +104,10 @@ class CropDataset(Dataset, Randomizable):
     def __getitem__(self, index: int) -> list[dict]:
         entry = self.entries[index]
         image, label, foreground = entry.image(), entry.label(), entry.foreground()
-        return [self.crop(image, label, foreground) for _ in range(self.samples_per_volume)]
+        maps = {kind: entry.map(kind, 2 if self.squeeze_last else 3) for kind in self.maps}
+        spacing = torch.tensor(entry.properties()["spacing"], dtype=torch.float64)
+        return [{**self.crop(image, label, foreground, maps), "spacing": spacing}
+                for _ in range(self.samples_per_volume)]
 
 
 class VolumeDataset(Dataset):

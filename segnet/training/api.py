@@ -28,6 +28,7 @@ from segnet.inference.loading import refusing_unsafe
 from segnet.inference.postprocessing import TRIALS
 from segnet.planning.api import plan_for_run, record_plan, size_network
 from segnet.topology import TOPOLOGY_METRICS
+from segnet.model.loss_terms import required_maps
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.fine_tuning import initialize_from
@@ -148,11 +149,12 @@ def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
                               precision=str(cfg.trainer.get("precision", "32-true")))
 
 
-def instantiate_data(data: DictConfig) -> L.LightningDataModule:
-    """The data module; a ConfigError or DatasetError it raises reaches the user as itself, not
-    wrapped in Hydra's InstantiationException."""
+def instantiate_data(data: DictConfig, maps: list[str] | None = None) -> L.LightningDataModule:
+    """The data module, its crops carrying `maps` (the label's derived maps the loss reads); a
+    ConfigError or DatasetError it raises reaches the user as itself, not wrapped in Hydra's
+    InstantiationException."""
     try:
-        return instantiate(data)
+        return instantiate(data, maps=maps or [])
     except InstantiationException as error:
         if isinstance(error.__cause__, (ConfigError, DatasetError)):
             raise error.__cause__ from None
@@ -203,7 +205,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     size_network(cfg.model, cfg.data)  # model=resenc: channels and strides for this run's patch
     if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
-    datamodule = instantiate_data(cfg.data)
+    datamodule = instantiate_data(cfg.data, required_maps(OmegaConf.to_container(cfg.loss, resolve=True)))
     module = build_module(cfg, backend)
     if cfg.ckpt_path is not None:  # before this run writes into the folder
         check_same_run(cfg.ckpt_path, dict(module.hparams), given)

@@ -25,6 +25,7 @@ from segnet.data.transforms import augmentation_transforms, case_dicts, eval_tra
 from segnet.errors import ConfigError
 from segnet.preprocessing.api import preprocess
 from segnet.preprocessing.datasets import CropDataset, VolumeDataset
+from segnet.preprocessing.maps import ensure_maps
 
 AUGMENT_ON = ("workers", "device")
 
@@ -36,10 +37,11 @@ class FolderDataModule(L.LightningDataModule):
         cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250,
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
         preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
-        affine_augmentation: bool = True, seed: int = 0, **_: object,
+        affine_augmentation: bool = True, seed: int = 0, maps: Sequence[str] = (), **_: object,
     ):
         super().__init__()
         self.seed = seed
+        self.maps = list(maps)  # the label's derived maps the loss reads (segnet.model.loss_terms.required_maps)
         self.description = describe_dataset(str(root))
         self.spatial_dims = spatial_dims
         self.patch_size = list(patch_size)
@@ -55,6 +57,9 @@ class FolderDataModule(L.LightningDataModule):
         if augment_on == "device" and not preprocessed:
             raise ConfigError("data.augment_on=device reads crops from the preprocessed cache; drop "
                               "data.preprocessed=false, or use data.augment_on=workers")
+        if self.maps and not preprocessed:
+            raise ConfigError(f"the loss reads the label's {' and '.join(self.maps)} maps, which are made into the "
+                              "preprocessed cache: drop data.preprocessed=false, or set those terms' weight to 0")
         self.preprocessed, self.cache_dir, self.augment_on = preprocessed, cache_dir, augment_on
         self.affine_augmentation = affine_augmentation
         self.prepare_data_per_node = False
@@ -71,9 +76,12 @@ class FolderDataModule(L.LightningDataModule):
             self.preprocessed_cases()
 
     def preprocessed_cases(self) -> dict:
-        """The cache entry of every labelled case, built where missing or stale."""
-        return preprocess(self.description, self.description.labelled, self.geometry, self.cache_dir,
-                          self.num_workers)
+        """The cache entry of every labelled case, built where missing or stale, with the maps the
+        loss reads."""
+        entries = preprocess(self.description, self.description.labelled, self.geometry, self.cache_dir,
+                             self.num_workers)
+        ensure_maps(list(entries.values()), self.maps, self.description.num_classes, self.spatial_dims)
+        return entries
 
     def setup(self, stage: str | None = None) -> None:
         if hasattr(self, "val_set"):
@@ -98,13 +106,14 @@ class FolderDataModule(L.LightningDataModule):
         """Patches (a 2D patch one slice thick); on the device's turn to augment, with the margin
         its rotations and scalings sample in."""
         patch = list(self.patch_size[:2]) + [1] if self.spatial_dims == 2 else list(self.patch_size)
-        margin, augment = [0, 0, 0], T.Compose(augmentation_transforms(self.spatial_dims, self.affine_augmentation))
+        margin = [0, 0, 0]
+        augment = T.Compose(augmentation_transforms(self.spatial_dims, self.affine_augmentation, self.maps))
         if self.augment_on == "device":
             wider = BatchAugmentation.input_size(patch[: self.spatial_dims], self.spatial_dims)
             margin = [(w - p) // 2 for w, p in zip(wider, patch, strict=False)] + [0] * (3 - len(wider))
             augment = None
         return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
-                           squeeze_last=self.spatial_dims == 2)
+                           squeeze_last=self.spatial_dims == 2, maps=self.maps)
 
     def train_dataloader(self) -> DataLoader:
         # Each draw is a volume that yields samples_per_volume crops, so a batch holds batch_size

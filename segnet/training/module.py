@@ -28,6 +28,7 @@ from monai.data import MetaTensor
 
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.samples import MAP_INTERPOLATION
 from segnet.inference.postprocessing import TRIALS, case_scores
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
@@ -110,13 +111,16 @@ class SegmentationModule(L.LightningModule):
         # The batch's first draw seeds the device's generator (segnet.data.sampling): its own per
         # rank and step, and the same again after a resume.
         generator = torch.Generator(self.device).manual_seed(int(batch["seed"][0]))
-        image, label = self.augmentation(batch["image"], batch["label"], generator)
-        return {**batch, "image": image, "label": label.long()}
+        maps = {name: batch[name] for name in MAP_INTERPOLATION if name in batch}
+        image, label, moved = self.augmentation(batch["image"], batch["label"], generator, maps)
+        return {**batch, "image": image, "label": label.long(), **moved}
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        image = batch["image"]
-        spacing = [case_spacing(batch, index, image.dim() - 2) for index in range(image.shape[0])]
-        parts = self.loss(self.net(image), batch["label"].float(), self.global_step, spacing)
+        image, dims = batch["image"], batch["image"].dim() - 2
+        # a 2D crop of a volume: its plane's spacing, the first two
+        spacing = [case_spacing(batch, index, dims)[:dims] for index in range(image.shape[0])]
+        maps = {name: batch[name] for name in MAP_INTERPOLATION if name in batch}
+        parts = self.loss(self.net(image), batch["label"].float(), self.global_step, spacing, maps)
         self.log("train/loss", parts["loss"], prog_bar=True, batch_size=image.shape[0])
         if len(parts) > 2:  # several terms: each one's own value too
             for name, value in parts.items():

@@ -3,8 +3,9 @@
 ckpt_path=auto takes the run folder's newest checkpoints/last.ckpt or hpc_ckpt_*.ckpt (what
 Lightning's SLURM requeue writes), ckpt_path=PATH that checkpoint, null none. A resume continues
 one run, so the checkpoint must have been trained with this configuration: the model, data,
-optimizer and inference sections it holds are compared with this run's, all but what may change
-when a run moves (RESUMABLE), and a difference stops the run with what differs. ckpt_path=null
+optimizer, loss and inference sections it holds are compared with this run's (the loss by what
+it computes: its terms of nonzero weight), all but what may change when a run moves (RESUMABLE),
+and a difference stops the run with what differs. ckpt_path=null
 starts afresh, also where Lightning would resume an hpc checkpoint by itself (under SLURM, for a
 fit given no checkpoint); there it stops instead, since it cannot be told not to.
 """
@@ -21,6 +22,7 @@ from omegaconf import DictConfig
 
 from segnet.errors import ConfigError
 from segnet.inference.loading import one_checkpoint, refusing_unsafe
+from segnet.model.loss_terms import effective_loss
 from segnet.training.optimizers import named
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,8 @@ def flatten(section: Any, prefix: str) -> dict[str, Any]:
 
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """`key: saved there, current here` for every setting of SECTIONS that differs."""
-    saved = {**saved, "optim": named(saved.get("optim", {}))}
+    saved = {**saved, "optim": named(saved.get("optim", {})), "loss": effective_loss(saved.get("loss"))}
+    current = {**current, "loss": effective_loss(current.get("loss"))}
     before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}
     now = {k: v for s in SECTIONS for k, v in flatten(current[s], s).items()}
     missing = object()

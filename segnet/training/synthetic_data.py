@@ -3,6 +3,8 @@ the same for a seed, in shuffled passes split between the ranks (segnet.data.sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import lightning as L
 from torch.utils.data import DataLoader
 
@@ -16,9 +18,13 @@ class SyntheticDataModule(L.LightningDataModule):
         self, spatial_dims: int = 2, image_size: int = 96, num_classes: int = 3, num_train: int = 64,
         num_val: int = 16, num_objects: int = 6, noise: float = 0.4, radius: tuple[int, int] = (6, 18),
         batch_size: int = 16, num_workers: int = 0, seed: int = 0, difficulty: str = "easy",
-        hard: dict | None = None, **_: object,
+        hard: dict | None = None, maps: Sequence[str] = (), **_: object,
     ):
         super().__init__()
+        if maps:
+            raise ConfigError(f"the loss reads the label's {' and '.join(maps)} maps, which are made into the "
+                              "preprocessed cache of a dataset folder: train on data=folder, or set those terms' "
+                              "weight to 0")
         if difficulty not in DIFFICULTIES:
             raise ConfigError(f"data.difficulty={difficulty}; use {' or '.join(DIFFICULTIES)}")
         if difficulty == "hard" and (spatial_dims != 2 or num_classes != 3):

@@ -1,5 +1,6 @@
-"""The loss terms of conf/loss/: the edge loss by hand and through the op, the weights and the
-ramp, MONAI's terms as MONAI computes them, and the configurations that are refused."""
+"""The loss terms of conf/loss/: the edge loss by hand and through the op, the boundary and
+Skeleton Recall terms by hand on their maps, the weights and the ramp, MONAI's terms as MONAI
+computes them, and the configurations that are refused."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from helpers.training import compose_config
 from segnet.errors import ConfigError
 from segnet.model.edge_loss import EdgeMatchingLoss, band_radius, dilate
 from segnet.model.loss import training_loss
-from segnet.model.loss_terms import TrainingLoss
+from segnet.model.loss_terms import TrainingLoss, required_maps
+from segnet.model.map_losses import BoundaryLoss, SkeletonRecallLoss
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
@@ -170,7 +172,64 @@ def test_maskless_terms_refuse_an_ignore_label(term):
 def test_loss_presets_add_their_term_to_dice_ce():
     default = compose_config([]).loss
     assert default.dice_ce.weight == 1.0 and default.edge.weight == 0.0 and default.ramp_steps == 0
-    for term in ("edge", "hausdorff_dt", "cldice"):
+    added = ("edge", "hausdorff_dt", "cldice", "boundary", "skeleton_recall")
+    for term in added:
         chosen = compose_config([f"loss={term}"]).loss
-        assert chosen.dice_ce.weight == 1.0 and chosen[term].weight == 1.0 and chosen.ramp_steps == 50
-        assert [name for name in ("edge", "hausdorff_dt", "cldice") if chosen[name].weight] == [term]
+        assert chosen.dice_ce.weight == 1.0 and chosen.ramp_steps == 50
+        assert [name for name in added if chosen[name].weight] == [term]
+    assert compose_config(["loss=boundary"]).loss.boundary.weight == 0.01  # its distances are in mm
+
+
+def test_boundary_loss_by_hand():
+    # a uniform softmax over 2 classes: p = 1/2, so the loss is half the mean distance; a
+    # confident prediction of the class inside only takes the negative distances.
+    distance = torch.tensor([[[[3.0, 1.0, -1.0, -2.0]]]])
+    label = torch.tensor([[[[0.0, 0.0, 1.0, 1.0]]]])
+    assert BoundaryLoss()(torch.zeros(1, 2, 1, 4), label, distance).item() == pytest.approx(0.25 / 2)
+    confident = torch.tensor([[[[20.0, 20.0, -20.0, -20.0]], [[-20.0, -20.0, 20.0, 20.0]]]])
+    assert BoundaryLoss()(confident, label, distance).item() == pytest.approx(-3.0 / 4, rel=1e-6)
+    # with the last voxel ignored, the mean runs over the three known ones
+    ignored = torch.tensor([[[[0.0, 0.0, 1.0, 3.0]]]])
+    assert BoundaryLoss(ignore_label=3)(torch.zeros(1, 2, 1, 4), ignored, distance).item() == pytest.approx(1.5 / 3)
+
+
+def test_skeleton_recall_by_hand():
+    # class 1's skeleton has 2 voxels, class 2 none: recalls (2 p + 1) / 3 and 1
+    skeleton = torch.tensor([[[[0.0, 1.0, 1.0, 0.0]]]])
+    uniform = torch.zeros(1, 3, 1, 4)  # p = 1/3 everywhere
+    loss = SkeletonRecallLoss(3)(uniform, skeleton, skeleton)
+    assert loss.item() == pytest.approx(1 - ((2 / 3 + 1) / 3 + 1) / 2)
+
+
+def test_map_terms_gradcheck_in_float64():
+    generator = torch.Generator().manual_seed(4)
+    logits = torch.randn(2, 3, 5, 6, dtype=torch.float64, generator=generator).requires_grad_()
+    label = torch.randint(0, 3, (2, 1, 5, 6), generator=generator).double()
+    distance = torch.randn(2, 2, 5, 6, dtype=torch.float64, generator=generator)
+    assert torch.autograd.gradcheck(lambda z: BoundaryLoss()(z, label, distance), (logits,))
+    assert torch.autograd.gradcheck(lambda z: SkeletonRecallLoss(3)(z, label, label), (logits,))
+
+
+def test_map_terms_read_the_batch_s_maps_and_say_where_they_come_from():
+    logits, label, spacing = random_case()
+    loss = TrainingLoss(settings(boundary=0.5, skeleton_recall=1.0), 3, None, 1)
+    distance = torch.randn(2, 2, 16, 16)
+    parts = loss(logits, label, 0, spacing, {"distance": distance, "skeleton": label})
+    assert parts["boundary"].item() == pytest.approx(BoundaryLoss()(logits, label, distance).item())
+    assert parts["skeleton_recall"].item() == pytest.approx(SkeletonRecallLoss(3)(logits, label, label).item())
+    assert required_maps(settings(boundary=0.5, skeleton_recall=1.0)) == ["distance", "skeleton"]
+    assert required_maps(settings(edge=1.0)) == [] and required_maps(None) == []
+    with pytest.raises(ConfigError, match=r"loss.boundary needs the label's distance maps.*data=folder"):
+        loss(logits, label, 0, spacing)
+
+
+def test_generated_data_and_loaded_sources_refuse_the_map_terms(tmp_path):
+    from helpers.data import write_decathlon
+    from segnet.training.folder_data import FolderDataModule
+    from segnet.training.synthetic_data import SyntheticDataModule
+
+    with pytest.raises(ConfigError, match="train on data=folder"):
+        SyntheticDataModule(maps=["distance"])
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    with pytest.raises(ConfigError, match="drop data.preprocessed=false"):
+        FolderDataModule(str(root), preprocessed=False, maps=["skeleton"])

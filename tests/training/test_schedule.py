@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from helpers.training import compose_config, tiny_overrides
 from segnet.training.api import build_module
@@ -65,3 +66,17 @@ def test_early_stopping_waits_for_a_rising_dice():
     assert stopping.monitor == "val/dice_mean"
     assert stopping.monitor_op(torch.tensor(0.9), torch.tensor(0.8))  # a higher Dice is the improvement
     assert not stopping.monitor_op(torch.tensor(0.7), torch.tensor(0.8))
+
+
+def test_a_checkpoint_saved_before_the_loss_group_trained_dice_ce_alone():
+    from segnet.training.resume import differences
+
+    sections = {"model": {}, "data": {}, "optim": {"name": "adamw_cosine"}, "inference": {}}
+    default = OmegaConf.to_container(compose_config(tiny_overrides()).loss)
+    assert differences(sections, {**sections, "loss": default}) == []
+    edge = {**default, "edge": {"weight": 1.0, "band_mm": 2.0}}
+    assert differences(sections, {**sections, "loss": edge}) == [
+        "loss.edge.band_mm: unset there, 2.0 now", "loss.edge.weight: unset there, 1.0 now",
+        "loss.ramp_steps: unset there, 0 now"]
+    unused = {**default, "cldice": {"weight": 0.0, "iterations": 5}}  # a term of weight 0 computes nothing
+    assert differences({**sections, "loss": default}, {**sections, "loss": unused}) == []

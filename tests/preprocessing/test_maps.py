@@ -1,0 +1,168 @@
+"""The label's derived maps in the preprocessed cache (segnet.preprocessing.maps): signed distances
+and tubed skeletons as scipy and scikit-image make them, made once and dropped with a rebuilt case,
+cropped by the label's box, and moved with the label by both augmentations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from monai import transforms as T
+from scipy import ndimage
+from skimage.morphology import skeletonize
+
+from helpers.data import write_decathlon
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.transforms import augmentation_transforms
+from segnet.preprocessing.api import preprocess
+from segnet.preprocessing.datasets import CropDataset
+from segnet.preprocessing.maps import distance_map, ensure_maps, signed_distance, skeleton_map
+
+GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
+
+
+def square_label(shape=(12, 16, 3)) -> np.ndarray:
+    """(1, *shape): class 1 a 4 x 6 block on every slice, class 2 a thick bar, class 3 absent."""
+    label = np.zeros((1, *shape), np.uint8)
+    label[0, 4:8, 2:8] = 1
+    label[0, 2:5, 10:15] = 2
+    return label
+
+
+def test_signed_distances_by_hand_and_as_scipy_makes_them():
+    mask = square_label()[0, ..., 0] == 1
+    phi = signed_distance(mask, (1.0, 2.0))
+    assert phi[4, 0] == pytest.approx(4.0)  # two columns of 2 mm left of the block
+    assert phi[2, 4] == pytest.approx(2.0)  # two rows of 1 mm above it
+    assert phi[5, 4] == pytest.approx(-2.0)  # two rows inside from the top edge's outer row
+    expected = ndimage.distance_transform_edt(~mask, sampling=(1.0, 2.0)) - ndimage.distance_transform_edt(
+        mask, sampling=(1.0, 2.0))
+    np.testing.assert_allclose(phi, expected)
+    assert np.all(signed_distance(np.zeros((3, 4), bool), (1.0, 2.0)) == pytest.approx(math.hypot(3, 8)))
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_the_distance_map_holds_every_foreground_class_per_slice_in_2d(dims):
+    label = square_label()
+    spacing = [1.0, 2.0, 3.0]
+    maps = distance_map(label, 4, spacing, dims)
+    assert maps.shape == (3, *label.shape[1:]) and maps.dtype == np.float16
+    for k in (1, 2):
+        if dims == 2:  # within each slice, the slice axis unseen
+            expected = np.stack([signed_distance(label[0, ..., d] == k, spacing[:2]) for d in range(3)], axis=-1)
+        else:
+            expected = signed_distance(label[0] == k, spacing)
+        np.testing.assert_allclose(maps[k - 1], expected, rtol=1e-3, atol=1e-2)
+    assert (maps[2] > 0).all()  # the absent class is far away everywhere
+
+
+def test_tubed_skeletons_are_scikit_image_s_thickened_within_the_class():
+    label = np.zeros((1, 15, 30, 1), np.uint8)
+    label[0, 3:10, 2:28] = 1  # a bar 7 rows thick
+    skeleton = skeleton_map(label, 2, dims=2)[0, ..., 0]
+    mask = label[0, ..., 0] == 1
+    line = skeletonize(mask)
+    tube = ndimage.binary_dilation(line, ndimage.generate_binary_structure(2, 1)) & mask
+    np.testing.assert_array_equal(skeleton == 1, tube)
+    assert (skeleton[6, 5:25] == 1).all() and (skeleton[5, 5:25] == 1).all()  # the centre row and its neighbour
+    assert not skeleton[3].any() and not skeleton[:, :2].any()  # nothing on the bar's edge or outside it
+
+
+@pytest.fixture
+def cached(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=2)
+    description = describe_dataset(str(root))
+    entries = list(preprocess(description, description.labelled, GEOMETRY, str(tmp_path / "cache")).values())
+    return description, entries
+
+
+def test_maps_are_made_once_on_demand_and_dropped_with_a_rebuilt_case(cached):
+    description, entries = cached
+    assert not entries[0].map_path("distance", 3).exists()
+    ensure_maps(entries, ["distance", "skeleton"], description.num_classes, 3)
+    first = entries[0].map_path("distance", 3).stat().st_mtime_ns
+    np.testing.assert_allclose(entries[0].map("distance", 3).astype(np.float32),
+                               distance_map(entries[0].label(), description.num_classes,
+                                            entries[0].properties()["spacing"], 3).astype(np.float32))
+    ensure_maps(entries, ["distance"], description.num_classes, 3)
+    assert entries[0].map_path("distance", 3).stat().st_mtime_ns == first
+    entry = entries[0]
+    entry.write(entry.properties()["sources"], entry.image(mmap=False), entry.label(mmap=False), entry.properties())
+    assert not entry.map_path("distance", 3).exists() and not entry.map_path("skeleton", 3).exists()
+    with pytest.raises(ValueError, match="unknown derived map"):
+        ensure_maps(entries, ["distances"], description.num_classes, 3)
+
+
+def test_crops_carry_the_maps_of_their_box_and_their_spacing(cached):
+    description, entries = cached
+    ensure_maps(entries, ["distance", "skeleton"], description.num_classes, 3)
+    crops = CropDataset(entries, [8, 8, 8], samples_per_volume=20, maps=["distance", "skeleton"])
+    crops.set_random_state(0)
+    label = entries[0].label()
+    phi = entries[0].map("distance", 3)[0]
+    for sample in crops[0]:
+        assert sample["distance"].shape == (description.num_classes - 1, 8, 8, 8)
+        assert sample["distance"].dtype == torch.float32
+        assert torch.equal(sample["spacing"], torch.tensor(entries[0].properties()["spacing"], dtype=torch.float64))
+        # the crop's box is where its distances sit in the whole map
+        inside = sample["label"][0] == 1
+        if inside.any() and (~inside).any():
+            assert (sample["distance"][0][inside] <= 0).all() and (sample["distance"][0][~inside] > 0).all()
+    assert phi.shape == label.shape[1:]
+
+
+def moved_consistently(label: torch.Tensor, distance: torch.Tensor, skeleton: torch.Tensor, spacing: float) -> None:
+    """After augmentation: skeleton voxels still lie on their class (both by nearest from one grid),
+    and the distances' sign still says inside or outside away from the boundary (bilinear there)."""
+    on_skeleton = skeleton > 0
+    assert torch.equal(skeleton[on_skeleton], label[on_skeleton].to(skeleton.dtype))
+    far = distance[0].abs() > 2 * spacing
+    assert torch.equal((distance[0] < 0)[far], (label[0] == 1)[far])
+
+
+def phantom_batch(n: int, size: int, dims: int):
+    """n crops of a disc (2D) or ball (3D) of class 1 with its exact maps, of side `size`; off
+    centre, so that a flip moves it."""
+    grid = np.indices([size] * dims) - np.reshape([0.4 * size] + [0.55 * size] * (dims - 1), (dims,) + (1,) * dims)
+    mask = np.sqrt((grid**2).sum(0)) < size / 4
+    label = mask[None].astype(np.uint8)
+    cube = label[..., None] if dims == 2 else label
+    distance = distance_map(cube, 2, [1.0] * 3, dims).astype(np.float32)
+    skeleton = skeleton_map(cube, 2, dims)
+    if dims == 2:
+        distance, skeleton = distance[..., 0], skeleton[..., 0]
+    expand = [n] + [1] * (dims + 1)
+    return (torch.from_numpy(label).long()[None].repeat(expand), torch.from_numpy(distance)[None].repeat(expand),
+            torch.from_numpy(skeleton).float()[None].repeat(expand))
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_device_augmentation_moves_the_maps_with_the_label(dims):
+    patch = [24] * dims
+    augment = BatchAugmentation(dims, patch, probs={"affine": 1.0})
+    label, distance, skeleton = phantom_batch(4, max(augment.in_size), dims)
+    label, distance, skeleton = (t[(slice(None), slice(None), *[slice(0, s) for s in augment.in_size])]
+                                 for t in (label, distance, skeleton))
+    image = distance.clone()
+    generator = torch.Generator().manual_seed(3)
+    _, out_label, moved = augment(image, label, generator, {"distance": distance, "skeleton": skeleton})
+    assert moved["distance"].shape == (4, 1, *patch) and moved["skeleton"].shape == (4, 1, *patch)
+    assert not torch.equal(moved["distance"][0], distance[0][(slice(None), *[slice(0, p) for p in patch])])
+    for sample in range(4):
+        moved_consistently(out_label[sample], moved["distance"][sample], moved["skeleton"][sample], 1.0)
+
+
+def test_worker_augmentation_moves_the_maps_with_the_label():
+    label, distance, skeleton = phantom_batch(1, 32, 2)
+    chain = T.Compose(augmentation_transforms(2, maps=["distance", "skeleton"]))
+    moved_any = 0
+    for seed in range(12):
+        chain.set_random_state(seed)
+        out = chain({"image": distance[0].clone(), "label": label[0], "distance": distance[0].clone(),
+                     "skeleton": skeleton[0].clone()})
+        moved_consistently(out["label"], out["distance"], out["skeleton"], 1.0)
+        moved_any += not torch.equal(out["label"], label[0])
+    assert moved_any >= 6  # flips and rotations did happen
