@@ -26,9 +26,9 @@ from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
 from segnet.inference.loading import refusing_unsafe
 from segnet.inference.postprocessing import TRIALS
+from segnet.model.loss_terms import required_maps
 from segnet.planning.api import plan_for_run, record_plan, size_network
 from segnet.topology import TOPOLOGY_METRICS
-from segnet.model.loss_terms import required_maps
 from segnet.training.callbacks import StepTimer
 from segnet.training.checkpoints import AtomicCheckpointIO
 from segnet.training.fine_tuning import initialize_from
