@@ -28,8 +28,9 @@ def test_option_composes_and_resolves(group, option, tmp_path):
     overrides = [f"{group}={option}"]
     if group == "recipe":  # a change to a plan's defaults: the options of a dataset folder's data
         overrides.append("data=folder")
-    if (group, option) in (("data", "folder"), ("data", "decathlon"), ("experiment", "ablation_placement"),
-                           ("experiment", "ablation_recipe"), ("experiment", "ablation_loss")) or group == "recipe":  # a dataset folder's
+    on_a_folder = (("data", "folder"), ("data", "decathlon"), ("experiment", "ablation_placement"),
+                   ("experiment", "ablation_recipe"), ("experiment", "ablation_loss"))
+    if (group, option) in on_a_folder or group == "recipe":  # a dataset folder's
         overrides.append(f"data.root={write_decathlon(tmp_path / 'Task')}")
     cfg = compose_config(overrides, output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True)
