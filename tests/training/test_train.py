@@ -89,6 +89,21 @@ def test_plain_unet_has_no_edge_layers(tmp_path):
     assert module.net.edge_layers() == []
 
 
+def test_the_added_loss_terms_train_on_the_cache_and_are_logged_each(tmp_path):
+    """On the device augmentation's path (the workers' is tests/preprocessing/test_maps.py's)."""
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    run(tmp_path / "run", ["data=folder", f"data.root={root}", "data.spatial_dims=2", "data.patch_size=[16,16]",
+                           "data.num_workers=0", "data.batch_size=2", "data.num_folds=3", "data.steps_per_epoch=2",
+                           f"data.cache_dir={tmp_path / 'cache'}", "data.augment_on=device",
+                           "loss.edge.weight=1", "loss.boundary.weight=0.01", "loss.skeleton_recall.weight=1",
+                           "loss.ramp_steps=1", *TINY_MODEL, *TINY_TRAINER])
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
+    assert {"train/loss", "train/loss_dice_ce", "train/loss_edge", "train/loss_boundary",
+            "train/loss_skeleton_recall"} <= set(events.Tags()["scalars"])
+    made = {path.name.split(".")[1] for path in (tmp_path / "cache").rglob("*2d.npy")}
+    assert made == {"distance2d", "skeleton2d"}  # per slice, for the 2D plan
+
+
 @pytest.mark.parametrize("spatial_dims", [2, 3])
 def test_decathlon_data_trains_and_validates(tmp_path, spatial_dims):
     root = write_decathlon(tmp_path / "Task", cases=3)
