@@ -79,8 +79,8 @@ class TrainingLoss(nn.Module):
         unknown = sorted(set(settings) - set(TERMS) - {"ramp_steps"})
         if unknown:
             raise ConfigError(f"loss: unknown term(s) {', '.join(unknown)}; the terms are {', '.join(TERMS)}")
-        self.weights = {name: float(settings[name]["weight"]) for name in TERMS
-                        if name in settings and float(settings[name]["weight"]) != 0}
+        self.weights = {name: float(value["weight"]) for name, value in effective_loss(settings).items()
+                        if name in TERMS}
         if not self.weights:
             raise ConfigError("loss: every term has weight 0; give one a weight, e.g. loss.dice_ce.weight=1")
         self.ramp_steps = int(settings.get("ramp_steps", 0))
