@@ -105,8 +105,8 @@ class TrainingLoss(nn.Module):
             parts["dice_ce"] = self.dice_ce(outputs, label)
         for name, term in self.added.items():
             needs = TERM_INPUT.get(name)
-            if needs is None:  # MONAI's: softmax and distance transforms in float32 under autocast too
-                parts[name] = term(full.float(), label)
+            if needs is None:  # MONAI's: softmax in float32 at least, under autocast too
+                parts[name] = term(full.to(torch.promote_types(full.dtype, torch.float32)), label)
             elif needs in inputs:
                 parts[name] = term(full, label, inputs[needs])
             else:

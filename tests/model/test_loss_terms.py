@@ -233,3 +233,36 @@ def test_generated_data_and_loaded_sources_refuse_the_map_terms(tmp_path):
     root = write_decathlon(tmp_path / "Task", cases=3)
     with pytest.raises(ConfigError, match="drop data.preprocessed=false"):
         FolderDataModule(str(root), preprocessed=False, maps=["skeleton"])
+
+
+def only(term: str) -> dict:
+    """A loss of one term alone."""
+    return {**settings(dice_ce=0.0, **{term: 1.0})} if term != "dice_ce" else settings()
+
+
+def test_dice_ce_hausdorff_dt_and_cldice_by_hand():
+    uniform = torch.zeros(1, 2, 1, 4)  # softmax 1/2 everywhere
+    step = torch.tensor([[[[0.0, 0.0, 1.0, 1.0]]]])
+    spacing = [[1.0, 1.0]]
+    # Dice 2 * (2 * 1/2) / (2 + 2) per class, smoothed by 1e-5; cross-entropy ln 2
+    dice_ce = TrainingLoss(only("dice_ce"), 2, None, 1)(uniform, step, 0, spacing)["dice_ce"]
+    assert dice_ce.item() == pytest.approx(1 - (2 + 1e-5) / (4 + 1e-5) + math.log(2), rel=1e-6)
+    # The prediction (nothing above 1/2) has no distance field; the label's, to its boundary from
+    # either side, is (2, 1, 1, 2); squared, times the squared error 1/4, averaged: 10/16.
+    hausdorff = TrainingLoss(only("hausdorff_dt"), 2, None, 1)(uniform, step, 0, spacing)["hausdorff_dt"]
+    assert hausdorff.item() == pytest.approx(10 / 16, rel=1e-6)
+    # A line of 3 voxels is its own soft skeleton; the flat softmax has none: precision (0 + 1) /
+    # (0 + 1) = 1, sensitivity (3 / 2 + 1) / (3 + 1) = 5/8.
+    line = torch.zeros(1, 1, 3, 5)
+    line[0, 0, 1, 1:4] = 1
+    cldice = TrainingLoss(only("cldice"), 2, None, 1)(torch.zeros(1, 2, 3, 5), line, 0, [[1.0, 1.0]])["cldice"]
+    assert cldice.item() == pytest.approx(1 - 2 * 0.625 / (1.625 + 1e-4), rel=1e-6)
+
+
+@pytest.mark.parametrize("term", ["dice_ce", "hausdorff_dt", "cldice"])
+def test_the_library_terms_gradcheck_in_float64(term):
+    generator = torch.Generator().manual_seed(5)
+    logits = torch.randn(1, 3, 5, 6, dtype=torch.float64, generator=generator).requires_grad_()
+    label = torch.randint(0, 3, (1, 1, 5, 6), generator=generator).double()
+    loss = TrainingLoss(only(term), 3, None, 1)
+    assert torch.autograd.gradcheck(lambda z: loss(z, label, 0, [[1.0, 1.0]])[term], (logits,))
