@@ -53,7 +53,7 @@ class EdgeMatchingLoss(nn.Module):
         self.ignore_label = ignore_label
 
     def edges(self, x: torch.Tensor) -> torch.Tensor:
-        """|Sobel x| per channel: the op's magnitude form (scripts/bench_edge_loss.py times others)."""
+        """|Sobel x| per channel: the op's magnitude form (scripts/bench_loss.py times others)."""
         return ops.edge_magnitude(x, EPS, backend=self.backend)
 
     def forward(self, logits: torch.Tensor, label: torch.Tensor, spacing: Sequence[Sequence[float]]) -> torch.Tensor:
