@@ -178,6 +178,7 @@ def test_loss_presets_add_their_term_to_dice_ce():
         assert chosen.dice_ce.weight == 1.0 and chosen.ramp_steps == 50
         assert [name for name in added if chosen[name].weight] == [term]
     assert compose_config(["loss=boundary"]).loss.boundary.weight == 0.01  # its distances are in mm
+    assert compose_config(["loss=hausdorff_dt"]).loss.hausdorff_dt.weight == 0.01  # and squared
 
 
 def test_boundary_loss_by_hand():
