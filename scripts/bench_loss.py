@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 import ops  # (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
 
 # isort: split
-import torch.utils.benchmark as benchmark
+from bench_op import median_ms  # scripts/ is first on sys.path when this file runs
 from monai.transforms import SobelGradients
 
 from segnet.config import CONF
@@ -55,12 +55,6 @@ class MonaiEdges(EdgeMatchingLoss):
         ndim = x.dim() - 2
         gradients = sobel(x.flatten(0, 1)).unflatten(0, (ndim, *x.shape[:2]))
         return torch.sqrt(gradients.square().sum(0) + EPS)
-
-
-def median_ms(fn, min_run_time: float) -> float:
-    fn()  # warm-up: library loading, allocator
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
 
 def default_network(dims: int, device: str) -> torch.nn.Module:
