@@ -1,9 +1,14 @@
 """How every segnet command is made: a Hydra main over one of conf/'s top-level configs that
 registers the resolvers first and turns the errors a user can fix into one line. The installed
-commands (segnet-train, segnet-plan, ... in pyproject.toml) and train.py are built here."""
+commands (segnet-train, segnet-plan, ... in pyproject.toml) and train.py are built here.
+
+A command names its work as "module:function", imported only once Hydra has composed the
+configuration: `--help`, `--cfg job` and a bad override answer without loading torch, Lightning
+or MONAI (seconds of imports that a user waiting for a one-line answer should not pay)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,14 +39,19 @@ class Command:
         return self.run()
 
 
-def hydra_command(config_name: str, work: Callable[[DictConfig], Any],
-                  rewrite: Callable[[str], str] = str) -> Command:
-    """The command that runs `work` on the composed `config_name`, with errors a user can fix in
-    one line."""
+def imported(work: str) -> Callable[[DictConfig], Any]:
+    """The function that "package.module:function" names."""
+    module, _, name = work.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def hydra_command(config_name: str, work: str, rewrite: Callable[[str], str] = str) -> Command:
+    """The command that runs `work` ("module:function") on the composed `config_name`, with
+    errors a user can fix in one line."""
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
         with user_errors_as_one_line():
-            return work(cfg)
+            return imported(work)(cfg)
 
     return Command(config_name, run, rewrite)

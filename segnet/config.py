@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 
 from segnet.data.dataset_json import describe_dataset
@@ -23,6 +22,8 @@ def _dataset_field(root: str, field: str):
 
 def runnable_backends() -> str:
     """Comma-separated, as a Hydra sweep value: python and cpp everywhere, cuda with a GPU."""
+    import torch  # only where a configuration asks: the commands compose without torch
+
     return "python,cpp,cuda" if torch.cuda.is_available() else "python,cpp"
 
 

@@ -4,9 +4,8 @@ predictions/<case>.nii.gz (in each image's own geometry) and, per class, cases_<
 worst, median and best case: segnet.evaluation.pictures) in the run folder."""
 
 from segnet.commands import hydra_command
-from segnet.evaluation.api import evaluate
 
-main = hydra_command("evaluate", evaluate)
+main = hydra_command("evaluate", "segnet.evaluation.api:evaluate")
 
 if __name__ == "__main__":
     main()

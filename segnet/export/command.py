@@ -3,9 +3,8 @@ a trained network as a torch.export program or an AOTInductor package with model
 then run once on its own (torch and the op library alone) to prove it deploys."""
 
 from segnet.commands import hydra_command
-from segnet.export.api import export
 
-main = hydra_command("export", export)
+main = hydra_command("export", "segnet.export.api:export")
 
 if __name__ == "__main__":
     main()

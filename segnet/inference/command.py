@@ -3,7 +3,6 @@ like nnUNetv2_predict; conf/predict.yaml lists the options. `python -m segnet.in
 is the same command."""
 
 from segnet.commands import hydra_command
-from segnet.inference.api import predict
 
 
 def _exported_package(argument: str) -> str:
@@ -12,7 +11,7 @@ def _exported_package(argument: str) -> str:
     return "exported=" + argument.removeprefix("model=") if argument.startswith("model=") else argument
 
 
-main = hydra_command("predict", predict, rewrite=_exported_package)
+main = hydra_command("predict", "segnet.inference.api:predict", rewrite=_exported_package)
 
 if __name__ == "__main__":
     main()

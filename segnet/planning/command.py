@@ -7,14 +7,13 @@ training takes it back with data.plan=PATH. --verify lists every broken case and
 """
 
 from segnet.commands import hydra_command
-from segnet.planning.api import plan_command
 
 
 def _verify_flag(argument: str) -> str:
     return "verify=true" if argument == "--verify" else argument  # nnU-Net's flag; Hydra takes key=value
 
 
-main = hydra_command("plan", plan_command, rewrite=_verify_flag)
+main = hydra_command("plan", "segnet.planning.api:plan_command", rewrite=_verify_flag)
 
 if __name__ == "__main__":
     main()

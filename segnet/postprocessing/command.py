@@ -3,9 +3,8 @@ raise the cross-validation's mean Dice, like nnU-Net's postprocessing determinat
 go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
 
 from segnet.commands import hydra_command
-from segnet.postprocessing.api import postprocess
 
-main = hydra_command("postprocess", postprocess)
+main = hydra_command("postprocess", "segnet.postprocessing.api:postprocess")
 
 if __name__ == "__main__":
     main()

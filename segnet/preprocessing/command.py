@@ -2,9 +2,8 @@
 planned (or its plan read) and every labelled case written to the preprocessed cache."""
 
 from segnet.commands import hydra_command
-from segnet.preprocessing.api import preprocess_command
 
-main = hydra_command("preprocess", preprocess_command)
+main = hydra_command("preprocess", "segnet.preprocessing.api:preprocess_command")
 
 if __name__ == "__main__":
     main()

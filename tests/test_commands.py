@@ -1,0 +1,53 @@
+"""The installed commands start fast: `--help` and a configuration Hydra refuses answer without
+importing torch, Lightning, MONAI or matplotlib (segnet.commands imports a command's work only
+once its configuration composed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import distribution
+
+import pytest
+
+from helpers import ROOT
+
+COMMANDS = {e.name: e.value for e in distribution("segnet").entry_points if e.group == "console_scripts"}
+HEAVY = ("torch", "lightning", "monai", "matplotlib")
+
+# Runs a command's main with ARGS and, on the way out (Hydra ends --help with SystemExit), prints
+# which of HEAVY it had imported.
+PROBE = """
+import atexit, importlib, sys
+heavy = {heavy!r}
+atexit.register(lambda: print("imported:", sorted(m for m in heavy if m in sys.modules)))
+module, _, name = {entry!r}.partition(":")
+sys.argv = [{command!r}, *{args!r}]
+getattr(importlib.import_module(module), name)()
+"""
+
+
+def imported_heavy(command: str, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    code = PROBE.format(heavy=HEAVY, entry=COMMANDS[command], command=command, args=list(args))
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return ran, ran.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_imports_none_of_the_heavy_packages(command):
+    ran, imported = imported_heavy(command, "--help")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "== Config ==" in ran.stdout  # Hydra's help: the composed configuration
+    assert imported == "imported: []"
+
+
+def test_a_refused_override_imports_none_of_them():
+    ran, imported = imported_heavy("segnet-predict", "no_such_key=1")
+    assert ran.returncode != 0 and "no_such_key" in ran.stderr
+    assert imported == "imported: []"
+
+
+def test_the_work_runs_once_the_configuration_composed():
+    ran, imported = imported_heavy("segnet-plan", "--verify")  # data.root missing: the work's own error
+    assert ran.returncode != 0 and "data.root is required" in ran.stderr
+    assert "torch" in imported
