@@ -8,12 +8,13 @@ time with ``torch.utils.cpp_extension.load`` (ninja) into a cache:
 - ``segnet_ops_cuda``: the CUDA kernels, built with nvcc, loaded after the CPU library (which
   owns the schemas) and only where a GPU is visible.
 
-Each build lives in a folder named by a hash of the C++/CUDA sources (their contents and where
-they are), the torch version and the flags, so changing any of them rebuilds and two checkouts
-never overwrite each other's build.
-Each build holds an OS-level lock (`build_lock`), so DDP ranks that load at once build once and
-the others wait, and a killed builder releases it (a lock file an older torch left behind is
-removed).
+Each build lives in a folder named by a hash of the C++/CUDA sources' contents, the torch and
+Python versions and the flags, so changing any of them rebuilds. The folder is a cache by
+content: a finished build (its `built` stamp, written once the library linked) is loaded as it
+is, so another checkout or clone of the same sources, or a wheel built from them, does not
+compile again. Each build holds an OS-level lock (`build_lock`), so DDP ranks that load at once
+build once and the others wait, and a killed builder releases it (a lock file an older torch
+left behind is removed) and leaves no stamp, so the next one builds again.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ CUDA_SOURCES = ("cuda/edge_enhance.cu",)
 # -fopenmp: at::parallel_for is a header template over OpenMP; without it the loops run serially.
 # -fno-math-errno: no errno from sqrt, so its loops vectorize.
 CPU_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno")
-CUDA_FLAGS = ("-O3", "-lineinfo")
+# --threads 0: nvcc compiles the architectures side by side, on every core (one at a time otherwise).
+CUDA_FLAGS = ("-O3", "-lineinfo", "--threads", "0")
 BASE_CUDA_ARCHS = ("8.0", "9.0")  # A100, H100/H200: always native code
 NEWER_CUDA_ARCHS = ("10.0", "12.0")  # B200, RTX 50xx/RTX PRO: native code where nvcc knows them
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
@@ -74,11 +76,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("SEGNET_OPS_CACHE", default))
 
 
-def _source_hash(extra: tuple[str, ...]) -> str:
-    digest = hashlib.sha256(str(CSRC).encode())  # ninja's build file names the sources by path
-    for path in sorted(CSRC.rglob("*")):
+def _source_hash(root: Path, extra: tuple[str, ...]) -> str:
+    """The sources under `root` (every .h, .cpp and .cu: a header change rebuilds) by content,
+    not by where they are."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
         if path.suffix in {".h", ".cpp", ".cu"}:
-            digest.update(str(path.relative_to(CSRC)).encode())
+            digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     digest.update(torch.__version__.encode())
     digest.update(sys.version.encode())
@@ -188,28 +192,38 @@ def _torch_lock_is_os_level() -> bool:
     return hasattr(_cpp_extension(), "FileLock")
 
 
-def _build(name: str, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
+BUILT_STAMP = "built"
+
+
+def build(name: str, root: Path, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
+    """Build (or find finished in the cache) and load the ops-only library `name` from `sources`
+    (relative to `root`); `kwargs` go to torch's cpp_extension.load."""
     cpp_extension = _cpp_extension()
-    build_dir = jit_build_dir(name, flags)
-    if not (build_dir / f"{name}.so").exists():
+    build_dir = cache_root() / f"{name}-{_source_hash(root, flags)}"
+    library = build_dir / f"{name}.so"
+    if not (build_dir / BUILT_STAMP).exists():
         _require_compiler()  # a finished build loads without one
     start = time.perf_counter()
     try:
         with build_lock(build_dir):
-            cpp_extension.load(
-                name=name,
-                sources=[str(CSRC / s) for s in sources],
-                build_directory=str(build_dir),
-                is_python_module=False,
-                verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
-                **kwargs,
-            )
+            if (build_dir / BUILT_STAMP).exists():  # ninja's file names another checkout's paths: not rerun
+                torch.ops.load_library(str(library))
+            else:
+                cpp_extension.load(
+                    name=name,
+                    sources=[str(root / s) for s in sources],
+                    build_directory=str(build_dir),
+                    is_python_module=False,
+                    verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
+                    **kwargs,
+                )
+                (build_dir / BUILT_STAMP).touch()
     except (RuntimeError, OSError, ImportError) as error:  # compiler errors arrive as RuntimeError
         raise OpsBuildError(
             f"Building {name} in {build_dir} failed: {error}\n"
             "Rerun with SEGNET_OPS_VERBOSE=1 for the compiler output, or use op.backend=python."
         ) from error
-    return BuiltLibrary(name, build_dir / f"{name}.so", time.perf_counter() - start)
+    return BuiltLibrary(name, library, time.perf_counter() - start)
 
 
 def cpu_flags() -> tuple[str, ...]:
@@ -233,7 +247,7 @@ def _load_shipped(kind: str, name: str) -> BuiltLibrary | None:
 
 
 def jit_build_dir(name: str, flags: tuple[str, ...]) -> Path:
-    return cache_root() / f"{name}-{_source_hash(flags)}"
+    return cache_root() / f"{name}-{_source_hash(CSRC, flags)}"
 
 
 def jit_flags(kind: str) -> tuple[str, ...]:
@@ -251,8 +265,8 @@ def where_from(kind: str) -> tuple[str, Path, str]:
     choice = shipped_library(kind)
     if choice.path is not None:
         return "shipped", choice.path, choice.reason
-    path = jit_build_dir(name, jit_flags(kind)) / f"{name}.so"
-    return ("JIT cache" if path.exists() else "JIT build"), path, choice.reason
+    build_dir = jit_build_dir(name, jit_flags(kind))
+    return ("JIT cache" if (build_dir / BUILT_STAMP).exists() else "JIT build"), build_dir / f"{name}.so", choice.reason
 
 
 @functools.cache
@@ -263,13 +277,15 @@ def load(kind: str) -> BuiltLibrary:
         raise ValueError(f"ops.library.load: kind must be 'cpu' or 'cuda', got {kind!r}")
     if kind == "cuda":
         return _load_cuda()
-    return _load_shipped("cpu", "segnet_ops_cpu") or _build_cpu()
+    return _load_shipped("cpu", "segnet_ops_cpu") or build_cpu_library()
 
 
-def _build_cpu() -> BuiltLibrary:
+def build_cpu_library() -> BuiltLibrary:
+    """Build (or find in the cache) and load the CPU library from the checkout's sources."""
     flags = jit_flags("cpu")
-    return _build(
-        "segnet_ops_cpu", CPU_SOURCES, flags, extra_cflags=list(flags), extra_ldflags=["-fopenmp"], with_cuda=False
+    return build(
+        "segnet_ops_cpu", CSRC, CPU_SOURCES, flags, extra_cflags=list(flags), extra_ldflags=["-fopenmp"],
+        with_cuda=False,
     )
 
 
@@ -277,8 +293,9 @@ def build_cuda_library() -> BuiltLibrary:
     """Build and load the CUDA library; needs nvcc and a CUDA build of torch, not a GPU."""
     load("cpu")  # owns the schemas the CUDA kernels register against
     flags = jit_flags("cuda")
-    return _build(
+    return build(
         "segnet_ops_cuda",
+        CSRC,
         CUDA_SOURCES,
         flags,
         extra_cuda_cflags=list(CUDA_FLAGS),  # the library is one .cu file: no host-compiler sources

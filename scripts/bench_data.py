@@ -9,7 +9,7 @@ outside an ellipsoidal head), labels 1-3: smooth random blobs. They are generate
 --work (default: segnet-bench-data in the system's temporary folder) and reused; generating is
 not measured. Each case count gets a dataset folder of links to the first N cases and a cache
 folder of its own, --work/cache-<shape>/<N>, emptied at every run (a full run keeps about
-0.7 GB of cases and 3.5 GB of caches there). --quick: 2 and 4 cases of 96^3, crops of 64^3 and 96 x 96.
+0.7 GB of cases and 3.5 GB of caches there). --quick: 2 and 4 cases of 48^3, crops of 32^3 and 48 x 48.
 
 The DataModule is FolderDataModule as training builds it for these cases: 3D, patch
 128^3, RAS, spacing 1 mm (the cases' own: resampling is a no-op), normalization null (z-score
@@ -108,7 +108,7 @@ class Preset:
 
 
 FULL = Preset((192, 224, 192), "4,16,64", (128, 128, 128), (192, 224), 8, 5.0, 4)
-QUICK = Preset((96, 96, 96), "2,4", (64, 64, 64), (96, 96), 4, 0.5, 2)
+QUICK = Preset((48, 48, 48), "2,4", (32, 32, 32), (48, 48), 2, 0.2, 2)
 
 
 @dataclass(frozen=True)
@@ -401,7 +401,7 @@ def parse_cases(text: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", help="case counts, comma-separated (default 4,16,64; --quick: 2,4)")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: cases of 96^3, 3D crops of 64^3")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: cases of 48^3, 3D crops of 32^3")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "segnet-bench-data",
                         help="where the cases and caches go (reused)")
     parser.add_argument("--out", type=Path, help="write bench_data.csv here")

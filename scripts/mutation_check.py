@@ -17,9 +17,9 @@ with PYTHONPATH=<copy>:<copy>/tests, so the copy's modules are imported and not 
 install's /work/main (checked once, before the first mutant: the check stops if `import segnet`
 or `import ops` resolves outside the copy). A mutant of csrc/ runs with SEGNET_OPS_CACHE set to
 a folder of its own, so the compiled op is rebuilt from the mutated sources. The other mutants
-share one op cache of the run: the cache folder's name hashes the sources' path (ops/library.py),
-so a copy never reuses the user's default cache anyway; the shared one builds the op once per run
-and is removed afterwards (kept with --keep).
+share one op cache of the run, which builds the op once per run and is removed afterwards (kept
+with --keep); the user's default cache is never touched, though it would serve the copy, since
+builds are cached by their sources' content (ops/library.py).
 
 Results:
 - killed: pytest exited with failures (1), or was interrupted (2, e.g. the mutated module does
@@ -467,6 +467,28 @@ MUTANTS: tuple[Mutant, ...] = (
            'if sweep.kind == "recipe" and variant == sweep.baseline:',
            "if False:",
            ("tests/evaluation/test_ablation_report.py", "-k", "postprocessing")),
+    Mutant("ops-cache-by-folder", "op cache: a build is named by its sources' folder, so a clone compiles again",
+           "ops/library.py",
+           "digest = hashlib.sha256()",
+           "digest = hashlib.sha256(str(root).encode())",
+           ("tests/ops/test_op_build.py", "-k", "found_by_content"), timeout=600),
+    Mutant("ops-stamp-before-build", "op cache: the finished-build stamp written before the build, so a killed "
+                                     "build is taken for a finished one",
+           "ops/library.py",
+           "            if (build_dir / BUILT_STAMP).exists():  # ninja's",
+           "            (build_dir / BUILT_STAMP).touch()\n"
+           "            if (build_dir / BUILT_STAMP).exists():  # ninja's",
+           ("tests/ops/test_op_build.py", "-k", "killed_mid_compile"), timeout=600),
+    Mutant("wheel-pure", "wheel: the compiled op shipped in a pure-Python (any platform) wheel",
+           "setup.py",
+           "        return builds_ops()",
+           "        return False",
+           ("tests/export/test_deployment.py", "-k", "wheel_runs_the_op_and_predicts"), timeout=900),
+    Mutant("command-imports-its-work", "start-up: segnet-predict imports its work (torch, MONAI) before Hydra",
+           "segnet/inference/command.py",
+           "from segnet.commands import hydra_command\n",
+           "from segnet.commands import hydra_command\nfrom segnet.inference.api import predict  # noqa: F401\n",
+           ("tests/test_commands.py", "-k", "segnet-predict")),
 )
 
 RESULT_OK = {"killed"}

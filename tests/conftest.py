@@ -4,6 +4,7 @@ helpers package (tests/helpers/)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +24,22 @@ def preprocessed_cache(tmp_path_factory):
         os.environ.pop("SEGNET_PREPROCESSED")
     else:
         os.environ["SEGNET_PREPROCESSED"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def op_cache(tmp_path_factory):
+    """One cache of the op's builds for the whole test run, shared by its pytest-xdist workers and
+    every subprocess: each library compiles once per run, from nothing, and the tests, the
+    commands they start, the kernel report and the wheel all load that build. A SEGNET_OPS_CACHE
+    already set (a developer keeping builds between runs) is used as it is."""
+    if "SEGNET_OPS_CACHE" in os.environ:
+        yield Path(os.environ["SEGNET_OPS_CACHE"])
+        return
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ops-cache"
+    os.environ["SEGNET_OPS_CACHE"] = str(folder)
+    yield folder
+    os.environ.pop("SEGNET_OPS_CACHE")
 
 
 @pytest.fixture(scope="session")
