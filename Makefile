@@ -24,11 +24,15 @@ train: $(STAMP)  ## default training on built-in synthetic 2D data
 lint: $(STAMP)  ## ruff, with the rules in pyproject.toml
 	$(PYTHON) -m ruff check .
 
+# Two pytest-xdist workers: much of the suite waits on compilers, subprocesses and files, so two
+# keep both cores busy (docs/testing.md has the times); PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+
 test: lint  ## everything CI runs: lint, then the whole suite
-	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PYTHON) -m pytest tests -m "not slow" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 bench: $(STAMP)  ## op benchmark; ARGS=--quick for a short one
 	$(PYTHON) scripts/bench_op.py $(ARGS)

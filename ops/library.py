@@ -199,7 +199,7 @@ def build(name: str, root: Path, sources: tuple[str, ...], flags: tuple[str, ...
     """Build (or find finished in the cache) and load the ops-only library `name` from `sources`
     (relative to `root`); `kwargs` go to torch's cpp_extension.load."""
     cpp_extension = _cpp_extension()
-    build_dir = cache_root() / f"{name}-{_source_hash(root, flags)}"
+    build_dir = build_folder(name, root, flags)
     library = build_dir / f"{name}.so"
     if not (build_dir / BUILT_STAMP).exists():
         _require_compiler()  # a finished build loads without one
@@ -246,8 +246,9 @@ def _load_shipped(kind: str, name: str) -> BuiltLibrary | None:
     return BuiltLibrary(name, choice.path, time.perf_counter() - start)
 
 
-def jit_build_dir(name: str, flags: tuple[str, ...]) -> Path:
-    return cache_root() / f"{name}-{_source_hash(CSRC, flags)}"
+def build_folder(name: str, root: Path, flags: tuple[str, ...]) -> Path:
+    """Where the library `name` of the sources under `root`, built with `flags`, is cached."""
+    return cache_root() / f"{name}-{_source_hash(root, flags)}"
 
 
 def jit_flags(kind: str) -> tuple[str, ...]:
@@ -265,7 +266,7 @@ def where_from(kind: str) -> tuple[str, Path, str]:
     choice = shipped_library(kind)
     if choice.path is not None:
         return "shipped", choice.path, choice.reason
-    build_dir = jit_build_dir(name, jit_flags(kind))
+    build_dir = build_folder(name, CSRC, jit_flags(kind))
     return ("JIT cache" if (build_dir / BUILT_STAMP).exists() else "JIT build"), build_dir / f"{name}.so", choice.reason
 
 

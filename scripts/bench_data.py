@@ -14,7 +14,7 @@ folder of its own, --work/cache-<shape>/<N>, emptied at every run (a full run ke
 The DataModule is FolderDataModule as training builds it for these cases: 3D, patch
 128^3, RAS, spacing 1 mm (the cases' own: resampling is a no-op), normalization null (z-score
 over the head), 2 volumes x 2 crops per batch, fold 0 of min(5, N) folds, data.cache_dir in
---work. Every setup runs in a fresh interpreter. Files read come from the OS page cache where
+--work. Every setup runs in a process of its own (`in_fresh_process`). Files read come from the OS page cache where
 they were read or written shortly before.
 
 One table, printed as Markdown and written to --out/bench_data.csv, sorted by its first four
@@ -198,9 +198,17 @@ def dataset_for(root: Path, pool: Path, names: Sequence[str]) -> Path:
 # Measurements, each run in a fresh interpreter
 
 
+# What the forkserver imports before it forks a measurement's process: the libraries that take
+# seconds to import, so that each process does not pay them again.
+PRELOADED = ["torch", "monai", "segnet.training.folder_data", "segnet.planning.record"]
+
+
 def in_fresh_process(function: Callable, *args):
-    """function(*args) in a new interpreter (spawned), so that no measurement sees another's memory."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    """function(*args) in a new process, so that no measurement sees another's memory: a fork of
+    multiprocessing's forkserver, an interpreter that has imported PRELOADED and measured nothing."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOADED)
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
         return pool.submit(function, *args).result()
 
 

@@ -382,6 +382,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "from segnet.inference.model import TrainedModel\n",
            "from segnet.inference.model import TrainedModel\nfrom segnet.training import module as _training  # noqa\n",
            ("tests/test_layers.py", "-k", "point_down")),
+    Mutant("layers-upward-import-at-run-time", "layers: data loads the training code at import, unseen by the "
+                                               "source's import statements",
+           "segnet/data/__init__.py",
+           'header checks and generated phantoms."""\n',
+           'header checks and generated phantoms."""\n__import__("importlib").import_module("segnet.training.api")\n',
+           ("tests/test_layers.py", "-k", "imports_alone")),
     Mutant("checkpoint-network-prefix", "loading: a checkpoint's network weights looked up under another name",
            "segnet/inference/loading.py",
            'NET = "net."',

@@ -12,6 +12,16 @@ import torch
 from ops.functional import load_compiled
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's share of the cores for torch's threads (and OpenMP's, in
+    the processes a test starts): workers that each spin a thread per core wait on each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def preprocessed_cache(tmp_path_factory):
     """Every run's preprocessed cache (segnet.preprocessing) in the test run's temporary folder,

@@ -22,6 +22,17 @@
 #include "../march/launch.h"
 #include "warp_fibers.h"
 
+// The element types the emulated passes take: every type the kernels take. A build with
+// SEGNET_EMULATE_FLOAT64_ONLY (the race test's builds, tests/ops/test_emulation_catches_races.py)
+// compiles float64 alone, a quarter of the instantiations, and refuses the other types.
+#ifdef SEGNET_EMULATE_FLOAT64_ONLY
+#define SEGNET_DISPATCH_EMULATED_TYPES(TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE(at::kDouble, __VA_ARGS__))
+#else
+#define SEGNET_DISPATCH_EMULATED_TYPES(TYPE, NAME, ...) \
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
+#endif
+
 namespace segnet {
 namespace {
 
@@ -69,7 +80,7 @@ void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
 at::Tensor emulated_forward(const ForwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_forward", [&] {
+  SEGNET_DISPATCH_EMULATED_TYPES(x.scalar_type(), "emulated_forward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* ap = alpha.const_data_ptr<scalar_t>();
@@ -95,7 +106,7 @@ at::Tensor emulated_forward(const ForwardCall& call, double eps, bool residual) 
 std::tuple<at::Tensor, at::Tensor> emulated_backward(const BackwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
   if (call.empty()) return call.result();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_backward", [&] {
+  SEGNET_DISPATCH_EMULATED_TYPES(x.scalar_type(), "emulated_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* gp = gy.const_data_ptr<scalar_t>();
