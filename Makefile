@@ -6,8 +6,10 @@ STAMP := .installed
 
 .PHONY: install build wheel train lint test test-fast bench gpu-check clean
 
+# --no-compile: no byte-code for the thousands of modules nobody imports (torch's, nnU-Net's);
+# Python compiles each module it imports on first use.
 $(STAMP): pyproject.toml
-	$(PIP) install -e ".[test,peer]"
+	$(PIP) install --no-compile -e ".[test,peer]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,13 +28,16 @@ lint: $(STAMP)  ## ruff, with the rules in pyproject.toml
 
 # Two pytest-xdist workers: much of the suite waits on compilers, subprocesses and files, so two
 # keep both cores busy (docs/testing.md has the times); PYTEST_WORKERS=0 runs in one process.
+# loadgroup: a module marked xdist_group (one whose module fixture trains or builds) stays on one
+# worker, so its fixture is made once.
 PYTEST_WORKERS ?= 2
+XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint  ## everything CI runs: lint, then the whole suite
-	$(PYTHON) -m pytest tests -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PYTHON) -m pytest tests -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 bench: $(STAMP)  ## op benchmark; ARGS=--quick for a short one
 	$(PYTHON) scripts/bench_op.py $(ARGS)
