@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 
 import torch
-from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 
 def is_first_process() -> bool:
     """Global rank 0, as Lightning reads it from the launcher (RANK, LOCAL_RANK, SLURM_PROCID,
     JSM_NAMESPACE_RANK; none: a process on its own), on the first node."""
+    # Imported here: the commands that only read data (segnet-plan --verify) need no Lightning.
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
     return (rank_zero_only.rank or 0) == 0 and int(os.environ.get("NODE_RANK", "0")) == 0
 
 

@@ -1,6 +1,6 @@
 """The installed commands start fast: `--help` and a configuration Hydra refuses answer without
 importing torch, Lightning, MONAI or matplotlib (segnet.commands imports a command's work only
-once its configuration composed)."""
+once its configuration composed), and `segnet-plan --verify` does not import Lightning."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from importlib.metadata import distribution
 import pytest
 
 from helpers import ROOT
+from helpers.data import write_decathlon
 
 COMMANDS = {e.name: e.value for e in distribution("segnet").entry_points if e.group == "console_scripts"}
 HEAVY = ("torch", "lightning", "monai", "matplotlib")
@@ -51,3 +52,11 @@ def test_the_work_runs_once_the_configuration_composed():
     ran, imported = imported_heavy("segnet-plan", "--verify")  # data.root missing: the work's own error
     assert ran.returncode != 0 and "data.root is required" in ran.stderr
     assert "torch" in imported
+
+
+def test_verify_reads_the_data_without_lightning(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=2)
+    ran, imported = imported_heavy("segnet-plan", "--verify", f"data.root={root}", f"hydra.run.dir={tmp_path}/h")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    # MONAI reads the images (on torch, and it loads matplotlib itself where it is installed)
+    assert "'monai'" in imported and "'lightning'" not in imported
