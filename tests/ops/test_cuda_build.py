@@ -1,4 +1,6 @@
-"""The CUDA library compiles and links here (nvcc, no GPU): `python -m ops.build --cuda`."""
+"""The CUDA library compiles and links here (nvcc, no GPU): `python -m ops.build --cuda`. It is the
+test run's one CUDA build, into the run's empty op cache (tests/conftest.py): whichever of this
+test, the kernel report and the wheel comes first compiles it, and the others load it."""
 
 from __future__ import annotations
 
