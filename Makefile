@@ -28,10 +28,9 @@ lint: $(STAMP)  ## ruff, with the rules in pyproject.toml
 
 # Two pytest-xdist workers: much of the suite waits on compilers, subprocesses and files, so two
 # keep both cores busy (docs/testing.md has the times); PYTEST_WORKERS=0 runs in one process.
-# loadgroup: a module marked xdist_group (one whose module fixture trains or builds) stays on one
-# worker, so its fixture is made once.
+# worksteal: an idle worker takes half of the other's queue, so neither ends alone on a long test.
 PYTEST_WORKERS ?= 2
-XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
+XDIST = -n $(PYTEST_WORKERS) --dist worksteal
 
 test: lint  ## everything CI runs: lint, then the whole suite
 	$(PYTHON) -m pytest tests $(XDIST) $(PYTEST_ARGS)

@@ -60,10 +60,6 @@ def cpu_library():
 
 
 def pytest_collection_modifyitems(config, items):
-    # The modules that hold slow tests first, each module's tests together and in their order:
-    # the pytest-xdist workers start the long work early instead of ending on it.
-    slow_modules = {item.nodeid.split("::")[0] for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a visible CUDA GPU (torch.cuda.is_available() is False)")

@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 
-# Its module fixtures (every package's imports) are made once, on one xdist worker (Makefile: loadgroup).
-pytestmark = pytest.mark.xdist_group("layers")
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "segnet"
 

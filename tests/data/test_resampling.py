@@ -18,9 +18,6 @@ from helpers.data import OBLIQUE_AFFINE
 from segnet.data.phantom import sample_phantom, save_nifti
 from segnet.data.transforms import eval_transforms
 
-# Its module fixtures (the loaded grids) are made once, on one xdist worker (Makefile: loadgroup).
-pytestmark = pytest.mark.xdist_group("resampling")
-
 RAS = "RAS"
 FLIPPED = {"L": "R", "P": "A", "I": "S"}
 # Every stored grid the tests use: test_planning.py's MIXED_GRIDS, its sagittal dataset and its

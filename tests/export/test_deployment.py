@@ -26,10 +26,6 @@ from segnet.export.exporter import export_model
 from segnet.inference.loading import load_checkpoint
 from segnet.inference.predictor import PredictionWriter, Predictor
 
-# Its module fixtures (the installed wheel, the trained model) are made once, on one xdist worker
-# (Makefile: loadgroup).
-pytestmark = pytest.mark.xdist_group("deployment")
-
 
 def venv_seeing_this_interpreters_packages(venv: Path) -> Path:
     """A new venv that imports torch and the other dependencies from this interpreter's

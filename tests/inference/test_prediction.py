@@ -21,9 +21,6 @@ from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
 from segnet.inference.api import predict
 from segnet.inference.predictor import find_cases
 
-# Its module fixtures (the trained model) are made once, on one xdist worker (Makefile: loadgroup).
-pytestmark = pytest.mark.xdist_group("prediction")
-
 
 def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
     image = np.zeros((4, 4, 4), np.float32)

@@ -18,10 +18,6 @@ from helpers import ROOT
 from ops.library import DEFAULT_CUDA_HOME
 from scripts import kernel_report
 
-# Its module fixture (the report: the CUDA library built and disassembled) is made once, on one
-# xdist worker (Makefile: loadgroup).
-pytestmark = pytest.mark.xdist_group("kernel_report")
-
 NVCC = Path(DEFAULT_CUDA_HOME) / "bin" / "nvcc"
 
 
