@@ -195,18 +195,24 @@ def _torch_lock_is_os_level() -> bool:
 BUILT_STAMP = "built"
 
 
+def _finished(build_dir: Path, library: Path) -> bool:
+    """A build that linked (its stamp) and whose library is still there (a library deleted by
+    hand is built again rather than failing to load)."""
+    return (build_dir / BUILT_STAMP).exists() and library.exists()
+
+
 def build(name: str, root: Path, sources: tuple[str, ...], flags: tuple[str, ...], **kwargs) -> BuiltLibrary:
     """Build (or find finished in the cache) and load the ops-only library `name` from `sources`
     (relative to `root`); `kwargs` go to torch's cpp_extension.load."""
     cpp_extension = _cpp_extension()
     build_dir = build_folder(name, root, flags)
     library = build_dir / f"{name}.so"
-    if not (build_dir / BUILT_STAMP).exists():
+    if not _finished(build_dir, library):
         _require_compiler()  # a finished build loads without one
     start = time.perf_counter()
     try:
         with build_lock(build_dir):
-            if (build_dir / BUILT_STAMP).exists():  # ninja's file names another checkout's paths: not rerun
+            if _finished(build_dir, library):  # ninja's file names another checkout's paths: not rerun
                 torch.ops.load_library(str(library))
             else:
                 cpp_extension.load(
@@ -267,7 +273,8 @@ def where_from(kind: str) -> tuple[str, Path, str]:
     if choice.path is not None:
         return "shipped", choice.path, choice.reason
     build_dir = build_folder(name, CSRC, jit_flags(kind))
-    return ("JIT cache" if (build_dir / BUILT_STAMP).exists() else "JIT build"), build_dir / f"{name}.so", choice.reason
+    library = build_dir / f"{name}.so"
+    return ("JIT cache" if _finished(build_dir, library) else "JIT build"), library, choice.reason
 
 
 @functools.cache

@@ -14,8 +14,8 @@ folder of its own, --work/cache-<shape>/<N>, emptied at every run (a full run ke
 The DataModule is FolderDataModule as training builds it for these cases: 3D, patch
 128^3, RAS, spacing 1 mm (the cases' own: resampling is a no-op), normalization null (z-score
 over the head), 2 volumes x 2 crops per batch, fold 0 of min(5, N) folds, data.cache_dir in
---work. Every setup runs in a process of its own (`in_fresh_process`). Files read come from the OS page cache where
-they were read or written shortly before.
+--work. Every setup runs in a process of its own (`in_fresh_process`). Files read come from the
+OS page cache where they were read or written shortly before.
 
 One table, printed as Markdown and written to --out/bench_data.csv, sorted by its first four
 columns: measurement, path, setting, cases (the dataset's case count; "4-64" for a slope
@@ -195,7 +195,7 @@ def dataset_for(root: Path, pool: Path, names: Sequence[str]) -> Path:
     return write_dataset_json(root, "decathlon", CLASS_NAMES, ["MRI"], names, name=root.name)
 
 
-# Measurements, each run in a fresh interpreter
+# Measurements, each run in a process of its own
 
 
 # What the forkserver imports before it forks a measurement's process: the libraries that take

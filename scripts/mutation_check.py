@@ -481,9 +481,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ops-stamp-before-build", "op cache: the finished-build stamp written before the build, so a killed "
                                      "build is taken for a finished one",
            "ops/library.py",
-           "            if (build_dir / BUILT_STAMP).exists():  # ninja's",
+           "            if _finished(build_dir, library):  # ninja's",
            "            (build_dir / BUILT_STAMP).touch()\n"
-           "            if (build_dir / BUILT_STAMP).exists():  # ninja's",
+           "            if _finished(build_dir, library):  # ninja's",
            ("tests/ops/test_op_build.py", "-k", "killed_mid_compile"), timeout=600),
     Mutant("wheel-pure", "wheel: the compiled op shipped in a pure-Python (any platform) wheel",
            "setup.py",

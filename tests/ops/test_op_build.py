@@ -120,6 +120,12 @@ def test_a_finished_build_is_found_by_content_from_another_folder(tmp_path):
     assert_builds_and_works(tiny_build(tmp_path / "checkout", cache))
     # Another checkout of the same sources loads that build: with no compiler there is no other way.
     assert_builds_and_works(tiny_build(tmp_path / "clone", cache, CXX="no-such-compiler"))
+    # A finished build whose library was deleted is built again, which needs the compiler.
+    for library in cache.glob("*/segnet_tiny.so"):
+        library.unlink()
+    gone = tiny_build(tmp_path / "clone", cache, CXX="no-such-compiler")
+    out, err = gone.communicate(timeout=600)
+    assert gone.returncode != 0 and "No C++ compiler found" in err
     # A changed source is another build, which needs the compiler.
     changed = tiny_build(tmp_path / "changed", cache, text=TINY_SOURCE + "// changed\n", CXX="no-such-compiler")
     out, err = changed.communicate(timeout=600)
