@@ -102,7 +102,14 @@ def library_version(name: str) -> str | None:
         return str(loaded)
     if importlib.util.find_spec(name) is None:
         return None
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    for distribution in [name, *import_names_to_distributions().get(name, [])]:  # skimage: scikit-image
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@functools.cache
+def import_names_to_distributions() -> dict[str, list[str]]:
+    return metadata.packages_distributions()

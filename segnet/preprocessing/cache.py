@@ -6,8 +6,10 @@
         <case>.image.npy       float32 (channels, *spatial): what evaluation's loading chain gives
         <case>.label.npy       the smallest unsigned integer type that holds the labels, (1, *spatial)
         <case>.foreground.npy  int32 (K, 1 + 3): sampled voxels of each foreground class, (class, x, y, z)
-        <case>.<map><2|3>d.npy maps derived from the label for a 2D or 3D plan's loss terms, made on
-                               demand (segnet.preprocessing.maps)
+        maps-<key of the maps' code>/<case>.<map><2|3>d.npy
+                               maps derived from the label for a 2D or 3D plan's loss terms, made on
+                               demand (segnet.preprocessing.maps) and read only by the code that
+                               made them
         <case>.json            properties: source files, shape, spacing, affine; written last, so a
                                case is complete exactly when its .json exists and names the sources
                                as they are now
@@ -21,6 +23,7 @@ tasks, folds) starting on an empty cache build each case once and never read hal
 
 from __future__ import annotations
 
+import glob
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,8 +104,15 @@ class PreprocessedCase:
         return np.load(self.path("foreground"))
 
     def map_path(self, kind: str, dims: int) -> Path:
-        """A derived map's file (segnet.preprocessing.maps) for a 2D or 3D plan."""
-        return self.path(f"{kind}{dims}d")
+        """A derived map's file for a 2D or 3D plan, in the folder of the version of the code that
+        makes the maps: a map that other code made is another file."""
+        from segnet.preprocessing.maps import maps_key  # which builds on this module
+        return self.folder / f"maps-{maps_key()}" / f"{self.name}.{kind}{dims}d.npy"
+
+    def map_files(self) -> list[Path]:
+        """This case's derived maps, whatever code made them."""
+        name = glob.escape(self.name)
+        return [path for kind in DERIVED_MAPS for path in self.folder.glob(f"maps-*/{name}.{kind}[23]d.npy")]
 
     def map(self, kind: str, dims: int) -> np.ndarray:
         return np.load(self.map_path(kind, dims), mmap_mode="r")
@@ -117,10 +127,9 @@ class PreprocessedCase:
     def write(self, sources: list[dict[str, Any]], image: np.ndarray, label: np.ndarray,
               properties: dict[str, Any], ignore_label: int | None = None) -> None:
         """The arrays, then the properties naming `sources` (their stamps from before they were read);
-        maps derived from an earlier label go first."""
-        for kind in DERIVED_MAPS:
-            for dims in (2, 3):
-                self.map_path(kind, dims).unlink(missing_ok=True)
+        maps derived from an earlier label, by any code, go first."""
+        for path in self.map_files():
+            path.unlink(missing_ok=True)
         foreground = sample_foreground(label, self.name, ignore_label)
         for kind, array in (("image", image), ("label", label), ("foreground", foreground)):
             with atomic_path(self.path(kind)) as temporary:

@@ -14,7 +14,9 @@ crops (segnet.preprocessing.datasets), so no training step ever computes them.
 
 A 2D plan's maps are per slice (the last axis, as its crops are): distances within the slice and
 skeletons of the slice. The ignore label is no class. A case rebuilt in the cache drops its maps
-(PreprocessedCase.write), so they always belong to its label.
+(PreprocessedCase.write), so they always belong to its label; and they lie in a folder named by
+the version of the code that makes them (maps_key), so a map that other code made (this module
+before an edit, another scipy, scikit-image or numpy) is made again, never read.
 """
 
 from __future__ import annotations
@@ -26,8 +28,21 @@ import numpy as np
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
+from segnet.data.derived import code_version, digest
 from segnet.files import atomic_path, exclusive
 from segnet.preprocessing.cache import DERIVED_MAPS, PreprocessedCase
+
+# What makes the maps from a cached label (the label itself is the cache folder's, keyed by the
+# loading code): this module's source and these libraries' versions. scikit-image is imported
+# above, so its version is known by its import name.
+MAPS_CODE = ("segnet.preprocessing.maps",)
+MAPS_LIBRARIES = ("numpy", "scipy", "skimage")
+
+
+def maps_key() -> str:
+    """The version of the code that makes the maps, which names the folder of their files
+    (PreprocessedCase.map_path)."""
+    return digest(code_version(MAPS_CODE, MAPS_LIBRARIES))
 
 
 def signed_distance(mask: np.ndarray, spacing: Sequence[float]) -> np.ndarray:

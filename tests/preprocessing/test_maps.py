@@ -1,25 +1,40 @@
 """The label's derived maps in the preprocessed cache (segnet.preprocessing.maps): signed distances
-and tubed skeletons as scipy and scikit-image make them, made once and dropped with a rebuilt case,
-cropped by the label's box, and moved with the label by both augmentations."""
+and tubed skeletons as scipy and scikit-image make them, made once (and again only by other code:
+maps.py edited, a library upgraded), dropped with a rebuilt case, cropped by the label's box, and
+moved with the label by both augmentations."""
 
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy
+import skimage
 import torch
 from monai import transforms as T
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
 from helpers.data import write_decathlon
+from segnet.data import derived
 from segnet.data.dataset_json import describe_dataset
+from segnet.data.derived import code_version, library_version
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.transforms import augmentation_transforms
+from segnet.preprocessing import maps
 from segnet.preprocessing.api import preprocess
 from segnet.preprocessing.datasets import CropDataset
-from segnet.preprocessing.maps import distance_map, ensure_maps, signed_distance, skeleton_map
+from segnet.preprocessing.maps import (
+    MAPS_CODE,
+    MAPS_LIBRARIES,
+    distance_map,
+    ensure_maps,
+    signed_distance,
+    skeleton_map,
+)
 
 GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
 
@@ -94,6 +109,62 @@ def test_maps_are_made_once_on_demand_and_dropped_with_a_rebuilt_case(cached):
     assert not entry.map_path("distance", 3).exists() and not entry.map_path("skeleton", 3).exists()
     with pytest.raises(ValueError, match="unknown derived map"):
         ensure_maps(entries, ["distances"], description.num_classes, 3)
+
+
+def edit_maps_source(monkeypatch):
+    read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes",
+                        lambda path: read(path) + (b"# edited" if path == Path(maps.__file__) else b""))
+
+
+def upgrade(library):
+    def upgraded(monkeypatch):
+        version = derived.library_version
+        monkeypatch.setattr(derived, "library_version", lambda name: "99.0" if name == library else version(name))
+    return upgraded
+
+
+OTHER_CODE = {"maps.py edited": edit_maps_source, "scipy upgraded": upgrade("scipy"),
+              "scikit-image upgraded": upgrade("skimage"), "numpy upgraded": upgrade("numpy")}
+
+
+@pytest.fixture
+def forgotten_code_versions(monkeypatch):
+    """code_version remembers each code path's version for the process: forgotten around a test
+    that changes one (before its patches are undone)."""
+    code_version.cache_clear()
+    yield
+    code_version.cache_clear()
+
+
+def test_the_maps_key_knows_each_library_s_version():
+    assert MAPS_CODE == ("segnet.preprocessing.maps",)
+    assert code_version(MAPS_CODE, MAPS_LIBRARIES)["libraries"] == {
+        "numpy": np.__version__, "scipy": scipy.__version__, "skimage": skimage.__version__}
+
+
+def test_a_library_not_imported_is_known_by_its_distribution_s_version(monkeypatch):
+    monkeypatch.delitem(sys.modules, "skimage")  # skimage is the import name of scikit-image
+    assert library_version("skimage") == skimage.__version__
+
+
+@pytest.mark.parametrize("change", OTHER_CODE)
+def test_maps_made_by_other_code_are_made_again_never_read(cached, monkeypatch, forgotten_code_versions, change):
+    description, entries = cached
+    entry, classes = entries[0], description.num_classes
+    ensure_maps([entry], ["distance"], classes, 3)
+    made, old = entry.map_path("distance", 3), entry.map("distance", 3).copy()
+    calls = []  # new code, which flips the sign
+    monkeypatch.setattr(maps, "distance_map", lambda *args: calls.append(args) or -distance_map(*args))
+    ensure_maps([entry], ["distance"], classes, 3)
+    assert calls == [] and entry.map_path("distance", 3) == made  # the same code's map, read as it is
+    OTHER_CODE[change](monkeypatch)
+    code_version.cache_clear()
+    ensure_maps([entry], ["distance"], classes, 3)
+    assert len(calls) == 1 and entry.map_path("distance", 3) != made
+    np.testing.assert_array_equal(entry.map("distance", 3), -old)
+    entry.write(entry.properties()["sources"], entry.image(mmap=False), entry.label(mmap=False), entry.properties())
+    assert not made.exists() and not entry.map_path("distance", 3).exists()  # a rebuilt case drops every code's
 
 
 def test_crops_carry_the_maps_of_their_box_and_their_spacing(cached):
