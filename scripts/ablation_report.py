@@ -11,7 +11,9 @@ over classes, then seeds), its mean, the variant's seed-to-seed spread, the 95 %
 over cases, Wilcoxon's p and Holm's over the variants, and a verdict only where the interval
 excludes zero (better or worse by the metric's direction: HD95 improves as it falls), else the
 difference the sweep could have detected (segnet.evaluation.statistics); with each variant's
-parameters, median step time, samples/s and peak memory.
+parameters, median step time, samples/s and peak memory. A class absent from a case and not
+predicted counts as perfect (Dice 1, HD95 0 mm), so a variant that predicts a structure in cases
+without it is scored worse there; each table says so in a line.
 
 A backend sweep also gets a table of its runs (step time, throughput, peak memory, speed-up over
 python eager's mean step time) and the accuracy check of segnet.evaluation.statistics.agreement:
@@ -67,10 +69,11 @@ def paired_rows(sweep: Sweep, baseline: str) -> tuple[list[dict], dict, list[str
 def paired_tables(rows: list[dict]) -> str:
     blocks = []
     for group, metric in dict.fromkeys((row["group"], row["metric"]) for row in rows):
-        lines = [heading(group, metric), "",
+        panel = [r for r in rows if (r["group"], r["metric"]) == (group, metric)]
+        lines = [heading(group, metric), "", f"Per case: {panel[0]['absent_class']}.", "",
                  f"| variant | cases | parameters | step ms | peak MB | mean paired Δ {metric} | seed std "
                  "| 95 % interval | Wilcoxon p | Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for row in (r for r in rows if (r["group"], r["metric"]) == (group, metric)):
+        for row in panel:
             lines.append(
                 f"| {row['variant']} | {row['n_cases']} | {row['parameters']:.0f} | {row['step_time_ms_median']:.1f} "
                 f"| {row['peak_memory_mb']:.0f} | {row['mean_difference']:+.4f} | {row['seed_std']:.4f} "
@@ -175,7 +178,7 @@ def plot_differences(differences: dict, rows: list[dict], path: Path) -> None:
 
 def write_csv(rows: list[dict], path: Path) -> None:
     fields = ["group", "metric", "higher_is_better", "variant", "n_cases", "mean_difference", "seed_std", "ci_low",
-              "ci_high", "p_wilcoxon", "p_holm", "verdict", *COSTS]
+              "ci_high", "p_wilcoxon", "p_holm", "verdict", "absent_class", *COSTS]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fields, extrasaction="ignore")
         writer.writeheader()

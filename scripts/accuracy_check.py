@@ -7,7 +7,9 @@ every validation case (the final weights' validation: Dice and surface Dice per 
 and compares them with the record of the last accepted run (docs/accuracy-record.json, summarized in
 docs/performance.md) by the ablation statistics: per case, this run minus the record on the same
 dataset, fold, seed, case and class, averaged over classes and seeds; the bootstrap interval over
-cases and Wilcoxon's p (segnet.evaluation.statistics.compare).
+cases and Wilcoxon's p (segnet.evaluation.statistics.compare). A class absent from a case and not
+predicted scores 1 there, in the means and the differences alike, so a model that starts predicting
+a structure in cases that lack it scores 0 beside the record's 1 and is found worse.
 
 The verdict per dataset and metric is "better" or "worse" where the interval excludes zero and
 the mean difference is larger than the record's seed spread (how much retraining with another seed
@@ -119,7 +121,6 @@ def seed_spread(rows: list[dict], metric: str) -> float:
 def compare_with_record(now: list[dict], record: list[dict], kind: str) -> list[dict[str, Any]]:
     """Per metric of one dataset: means, the paired comparison and the verdict (module docstring)."""
     from segnet.evaluation.statistics import compare
-    from segnet.metrics import nanmean
 
     table = []
     for metric in METRICS:
@@ -131,10 +132,10 @@ def compare_with_record(now: list[dict], record: list[dict], kind: str) -> list[
         verdict = row["verdict"]
         if verdict in ("better", "worse") and not math.isnan(spread) and abs(row["mean_difference"]) <= spread:
             verdict = f"no difference (within the record's seed spread, {verdict} by the interval alone)"
-        table.append({"dataset": kind, "metric": metric, "record": float(nanmean([r["value"] for r in theirs])),
-                      "now": float(nanmean([r["value"] for r in ours])), "seed_spread": spread,
+        table.append({"dataset": kind, "metric": metric, "record": row["baseline_mean"], "now": row["variant_mean"],
+                      "seed_spread": spread,
                       **{k: row[k] for k in ("n_cases", "mean_difference", "ci_low", "ci_high", "p_wilcoxon")},
-                      "verdict": verdict})
+                      "verdict": verdict, "absent_class": row["absent_class"]})
     return table
 
 
@@ -147,7 +148,8 @@ def markdown(table: list[dict], record: dict, steps: dict[str, float]) -> str:
                      f"{row['now']:.4f} | {row['mean_difference']:+.4f} [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
                      f" | {row['p_wilcoxon']:.3g} | {row['seed_spread']:.4f} | {row['verdict']} | "
                      f"{steps[row['dataset']]:.2f} |")
-    return "\n".join(lines) + "\n"
+    rules = dict.fromkeys(f"{row['metric']}: {row['absent_class']}" for row in table)
+    return "\n".join([*lines, "", f"Per case, {'; '.join(rules)}."]) + "\n"
 
 
 def commit() -> str:

@@ -16,7 +16,9 @@ Three kinds of sweep, told apart by the config groups Hydra chose for the runs (
   within each loss: does the edge layer help once the loss looks at edges?
 A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
 val_hd95_per_case, val_nsd_per_case, and the topology metrics of thin classes; a metric the run
-did not record is left out). A run without metrics.json failed, and is named.
+did not record is left out). Training records a topology metric as NaN for the classes outside
+data.topology_classes: no score, so not read (the statistics would read NaN as a class absent from
+the case and not predicted). A run without metrics.json failed, and is named.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.errors import ConfigError
+from segnet.topology import TOPOLOGY_METRICS, topology_classes
 
 COSTS = ("parameters", "step_time_ms_median", "samples_per_s", "peak_memory_mb")
 METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case",
@@ -108,6 +111,15 @@ def label_of(run: Path, kind: str, config: DictConfig, metrics: dict[str, Any] |
     return group, f"{backend}{' + compile' if config.get('compile') else ''}"
 
 
+def scored_classes(config: DictConfig, metric: str, per_case: dict[str, dict[str, float]]) -> set[str]:
+    """The classes of a run's per-case scores of one metric that the run scored: all of them, but for a
+    topology metric only the thin ones (data.topology_classes); none of a metric the run did not record."""
+    names = ["background", *next(iter(per_case.values()), {})]
+    if metric not in TOPOLOGY_METRICS or not per_case:
+        return set(names[1:])
+    return {names[c] for c in topology_classes(config.get("data", {}).get("topology_classes"), names)}
+
+
 def load_sweep(sweep_dir: Path, kind: str | None = None) -> Sweep:
     """The sweep's scores, mean costs per (group, variant) and failed runs; its kind from its first
     run unless given (the loss sweep's layer view)."""
@@ -131,9 +143,11 @@ def load_sweep(sweep_dir: Path, kind: str | None = None) -> Sweep:
                            for trial, per_case in metrics.get(POSTPROCESSED_KEY, {}).items()})
         for label, per_metric in scored.items():
             for metric, per_case in per_metric.items():
+                classes = scored_classes(config, metric, per_case)
                 sweep.scores += [{"group": group, "variant": label, "fold": fold, "seed": config.get("seed"),
                                   "case": case, "class": name, "metric": metric, "value": value}
-                                 for case, per_class in per_case.items() for name, value in per_class.items()]
+                                 for case, per_class in per_case.items() for name, value in per_class.items()
+                                 if name in classes]
             for key in COSTS:
                 costs[group, label][key].append(metrics.get(key, float("nan")))
     sweep.costs = {label: {k: float(np.mean(x)) for k, x in c.items()} for label, c in costs.items()}

@@ -10,6 +10,14 @@ resampling: a case's differences are averaged over its classes, then over the ru
 that scored it, so each case counts once however many seeds the sweep ran; treating every seed's
 score as an independent case would shrink the intervals without any new patients behind them.
 
+A class absent from a case's reference and not predicted is perfect there (ABSENT_SCORE: Dice 1,
+HD95 0 mm), the rule of MONAI's ignore_empty=False and of the BraTS evaluation. The evaluator and
+validation record NaN for it (nnU-Net's convention, kept in summary.json and metrics.json) and 0
+(HD95: the image's diagonal) where the class is predicted without being there; leaving NaN out
+would drop exactly the pairs where one side starts predicting a structure in cases that lack it,
+so the statistics read NaN as the perfect score, in the differences, the means and the spreads
+alike. compare names the rule in its rows (absent_class).
+
 A verdict of "better" or "worse" needs the percentile bootstrap interval of the mean difference to
 exclude zero; otherwise the verdict says how large a difference the sweep could have detected, so
 that "no difference found" is not read as "no difference". The interval is per variant; the Holm
@@ -28,6 +36,11 @@ from scipy import stats
 HIGHER_IS_BETTER = {"Dice": True, "IoU": True, "NSD": True, "HD95": False, "clDice": True, "Betti0 error": False,
                     "Betti1 error": False}
 
+# The score of a class absent from a case's reference and not predicted, recorded as NaN (module docstring).
+# The Betti errors are counts, 0 for such a class as computed: their NaN marks a class that was not
+# scored (outside data.topology_classes), which the statistics refuse rather than guess at.
+ABSENT_SCORE = {"Dice": 1.0, "IoU": 1.0, "NSD": 1.0, "clDice": 1.0, "HD95": 0.0}
+
 Key = tuple[Hashable, ...]  # (fold, seed, case, class) within one variant, or a projection of it
 
 MAX_LISTED = 5  # missing pairs named in an error; the rest are counted
@@ -42,17 +55,31 @@ def higher_is_better(metric: str) -> bool:
     return HIGHER_IS_BETTER[metric]
 
 
-def _nanmean(values: Sequence[float]) -> float:
-    """Mean of the values that are not NaN (NaN when none is), the convention of the evaluator's means:
-    a class absent from both the reference and the prediction has no score and is left out. Written
-    here rather than imported from segnet.metrics so that the statistics load without torch."""
-    finite = [v for v in values if not math.isnan(v)]
-    return float(np.mean(finite)) if finite else math.nan
+def absent_rule(metric: str) -> str:
+    """What a class absent from a case and not predicted scores in these statistics, in words, for
+    the output of every comparison."""
+    if metric in ABSENT_SCORE:
+        unit = " mm" if metric == "HD95" else ""
+        return f"a class absent from a case and not predicted scores {ABSENT_SCORE[metric]:g}{unit} (recorded NaN)"
+    return f"{metric} scores a class absent from a case and not predicted itself; NaN (a class not scored) is refused"
+
+
+def _score(value: Any, metric: str, variant: str, key: Key) -> float:
+    """A recorded score as the statistics read it: NaN, a class absent and not predicted, as ABSENT_SCORE."""
+    value = float(value)
+    if not math.isnan(value):
+        return value
+    if metric not in ABSENT_SCORE:
+        raise ValueError(f"variant {variant!r} has a NaN {metric} for {_describe(key)}: a {metric} is never NaN "
+                         f"where it was scored (0 for a class absent from both sides), so the class was not scored "
+                         f"there; leave such rows out of the table")
+    return ABSENT_SCORE[metric]
 
 
 def _runs_by_variant(scores: Sequence[Mapping[str, Any]], metric: str) -> dict[str, dict[Key, float]]:
-    """One metric's scores per variant, keyed by (fold, seed, case, class); a score given twice is an
-    error, since there would be no telling which one the pairing should use."""
+    """One metric's scores per variant, keyed by (fold, seed, case, class), NaN read by the absent
+    rule (_score); a score given twice is an error, since there would be no telling which one the
+    pairing should use."""
     runs: dict[str, dict[Key, float]] = {}
     for row in scores:
         if row["metric"] != metric:
@@ -61,7 +88,7 @@ def _runs_by_variant(scores: Sequence[Mapping[str, Any]], metric: str) -> dict[s
         key = (row["fold"], row["seed"], row["case"], row["class"])
         if key in run:
             raise ValueError(f"variant {row['variant']!r} has two {metric} scores for {_describe(key)}")
-        run[key] = float(row["value"])
+        run[key] = _score(row["value"], metric, row["variant"], key)
     if not runs:
         raise ValueError(f"no {metric} scores in the table")
     return runs
@@ -93,20 +120,27 @@ def _check_pairs(variant: str, run: dict[Key, float], baseline: str, base: dict[
 
 
 def _average(table: dict[Key, float], group: Callable[[Key], Key]) -> dict[Key, float]:
-    """Mean of the values whose keys group to the same key (NaN left out), groups in order of first
-    appearance; this is how classes, then runs, are averaged away."""
+    """Mean of the values whose keys group to the same key, groups in order of first appearance; this
+    is how classes, then runs, are averaged away."""
     grouped: dict[Key, list[float]] = {}
     for key, value in table.items():
         grouped.setdefault(group(key), []).append(value)
-    return {key: _nanmean(values) for key, values in grouped.items()}
+    return {key: float(np.mean(values)) for key, values in grouped.items()}
 
 
 def _per_case(table: dict[Key, float]) -> dict[Hashable, float]:
     """From (fold, seed, case, class) values to one value per case: the mean over classes within each
-    run, then over the runs that scored the case; a case with no score in any class is dropped."""
+    run, then over the runs that scored the case."""
     per_run = _average(table, lambda key: key[:3])
-    per_case = _average(per_run, lambda key: key[2:3])
-    return {key[0]: value for key, value in per_case.items() if not math.isnan(value)}
+    return {key[0]: value for key, value in _average(per_run, lambda key: key[2:3]).items()}
+
+
+def _run_of(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> dict[Key, float]:
+    """One variant's scores of one metric, keyed by (fold, seed, case, class)."""
+    runs = _runs_by_variant(scores, metric)
+    if variant not in runs:
+        raise ValueError(f"variant {variant!r} has no {metric} scores; variants: {', '.join(map(str, runs))}")
+    return runs[variant]
 
 
 def paired_differences(
@@ -127,13 +161,16 @@ def paired_differences(
     return differences
 
 
+def mean_score(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> float:
+    """The variant's mean score over cases, each case its mean over classes, then runs (the absent
+    rule applied): the mean whose difference from the baseline's is compare's mean_difference."""
+    return float(np.mean(list(_per_case(_run_of(scores, variant, metric)).values())))
+
+
 def _per_seed_case(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> dict[Key, float]:
     """The variant's score per (seed, case): the mean over classes within each run, then over the
     folds that scored the case under that seed."""
-    runs = _runs_by_variant(scores, metric)
-    if variant not in runs:
-        raise ValueError(f"variant {variant!r} has no {metric} scores")
-    return _average(_average(runs[variant], lambda key: key[:3]), lambda key: key[1:3])
+    return _average(_average(_run_of(scores, variant, metric), lambda key: key[:3]), lambda key: key[1:3])
 
 
 def seed_spread(scores: Sequence[Mapping[str, Any]], variant: str, metric: str) -> float:
@@ -150,8 +187,7 @@ def case_seed_spread(scores: Sequence[Mapping[str, Any]], variant: str, metric: 
     alone moves one case. NaN for a case scored under fewer than two seeds."""
     by_case: dict[Hashable, list[float]] = {}
     for (_, case), value in _per_seed_case(scores, variant, metric).items():
-        if not math.isnan(value):
-            by_case.setdefault(case, []).append(value)
+        by_case.setdefault(case, []).append(value)
     return {case: float(np.std(values, ddof=1)) if len(values) > 1 else math.nan for case, values in by_case.items()}
 
 
@@ -258,9 +294,10 @@ def compare(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Per variant (in order of first appearance in scores), the paired comparison with the baseline on
-    one metric: n_cases, mean_difference (variant minus baseline), seed_std (the variant's
-    seed-to-seed spread), ci_low/ci_high (bootstrap), p_wilcoxon, p_holm (adjusted over the variants
-    compared here) and the verdict."""
+    one metric: n_cases, baseline_mean and variant_mean (mean_score), mean_difference (variant minus
+    baseline: their difference), seed_std (the variant's seed-to-seed spread), ci_low/ci_high
+    (bootstrap), p_wilcoxon, p_holm (adjusted over the variants compared here), the verdict and
+    absent_class (absent_rule: how a class absent from a case and not predicted was scored)."""
     differences = paired_differences(scores, baseline, metric)
     p_values = [wilcoxon_p(list(per_case.values())) for per_case in differences.values()]
     rows = []
@@ -271,6 +308,8 @@ def compare(
         rows.append({
             "variant": variant,
             "n_cases": len(values),
+            "baseline_mean": mean_score(scores, baseline, metric),
+            "variant_mean": mean_score(scores, variant, metric),
             "mean_difference": float(np.mean(values)),
             "seed_std": seed_spread(scores, variant, metric),
             "ci_low": ci[0],
@@ -278,5 +317,6 @@ def compare(
             "p_wilcoxon": p,
             "p_holm": adjusted,
             "verdict": verdict(ci, metric, detectable, len(values)),
+            "absent_class": absent_rule(metric),
         })
     return rows

@@ -6,10 +6,12 @@ placements within each loss. The sweep folders are written as Hydra and training
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from helpers.sweeps import CLASSES, csv_rows, run_report, write_hydra, write_run
+from helpers.sweeps import CLASSES, METRIC_KEYS, csv_rows, run_report, write_hydra, write_run
 
 
 def planted(rng, cases):
@@ -65,27 +67,67 @@ def test_a_planted_hd95_worsening_is_worse(tmp_path):
     assert row["verdict"] == "worse" and float(row["ci_low"]) > 0
 
 
+def thin_core(scores: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """A run's topology metrics as training records them with data.topology_classes=[core]: shell,
+    not a thin class, has NaN placeholders."""
+    return {METRIC_KEYS[metric]: {c: {"core": v, "shell": math.nan} for c, v in per_case.items()}
+            for metric, per_case in scores.items()}
+
+
 def test_topology_metrics_are_compared_by_their_direction(tmp_path):
     """A variant that breaks fewer structures (Betti-0 error down by one per case) is better, as is
-    one with a higher clDice; a run without topology scores has no such table."""
+    one with a higher clDice; a run without topology scores has no such table. The NaN placeholders
+    of the class outside topology_classes are no scores: not a Betti error, not a perfect clDice."""
     rng = np.random.default_rng(4)
     cases = [f"case_{i}" for i in range(8)]
     for seed in range(2):
         errors = {c: float(rng.integers(2, 6)) for c in cases}
         cl = {c: float(rng.uniform(0.5, 0.8)) for c in cases}
-        write_run(tmp_path / f"none{seed}", {"variant": "none"}, {"seed": seed, "data": {"fold": 0}},
-                  {"Dice": cl, "clDice": cl, "Betti0 error": errors})
-        write_run(tmp_path / f"skips{seed}", {"variant": "skips"}, {"seed": seed, "data": {"fold": 0}},
-                  {"Dice": cl, "clDice": {c: v + 0.05 for c, v in cl.items()},
-                   "Betti0 error": {c: v - 1 for c, v in errors.items()}})
+        config = {"seed": seed, "data": {"fold": 0, "topology_classes": ["core"]}}
+        write_run(tmp_path / f"none{seed}", {"variant": "none"}, config, {"Dice": cl},
+                  **thin_core({"clDice": cl, "Betti0 error": errors}))
+        write_run(tmp_path / f"skips{seed}", {"variant": "skips"}, config, {"Dice": cl},
+                  **thin_core({"clDice": {c: v + 0.05 for c, v in cl.items()},
+                               "Betti0 error": {c: v - 1 for c, v in errors.items()}}))
     ran = run_report(tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
     rows = csv_rows(tmp_path)
     assert rows["", "Betti0 error", "skips"]["verdict"] == "better"
     assert float(rows["", "Betti0 error", "skips"]["mean_difference"]) == pytest.approx(-1.0)
     assert rows["", "clDice", "skips"]["verdict"] == "better"
+    assert float(rows["", "clDice", "skips"]["mean_difference"]) == pytest.approx(0.05)
     assert "### Betti0 error, lower is better" in ran.stdout
     assert not any(metric == "Betti1 error" for _, metric, _ in rows)
+
+
+def test_a_variant_that_predicts_a_structure_where_there_is_none_is_worse(tmp_path):
+    """shell is absent from 8 of 12 cases: "none" predicts it nowhere there (NaN), "spill" predicts it
+    in all of them (Dice and NSD 0, HD95 the image's diagonal, 100 mm) and is otherwise the same. Read
+    as perfect beside that, over two classes, Dice and NSD fall by 0.5 * 8 / 12 and HD95 rises by
+    50 * 8 / 12; with NaN left out, the report had found the two no different."""
+    rng = np.random.default_rng(6)
+    cases = [f"case_{i}" for i in range(12)]
+    spilled = {"Dice": 0.0, "HD95": 100.0, "NSD": 0.0}
+    for seed in range(2):
+        base = {metric: {c: float(rng.uniform(*bounds)) for c in cases}
+                for metric, bounds in {"Dice": (0.6, 0.9), "HD95": (3.0, 9.0), "NSD": (0.5, 0.8)}.items()}
+        for variant in ("none", "spill"):
+            absent = {metric: math.nan if variant == "none" else value for metric, value in spilled.items()}
+            per_class = {METRIC_KEYS[metric]: {c: {"core": v, "shell": absent[metric] if i < 8 else v}
+                                               for i, (c, v) in enumerate(per_case.items())}
+                         for metric, per_case in base.items()}
+            write_run(tmp_path / f"{variant}{seed}", {"variant": variant}, {"seed": seed, "data": {"fold": 0}}, {},
+                      **per_class)
+    ran = run_report(tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    rows = csv_rows(tmp_path)
+    for metric, shift in (("Dice", -0.5), ("NSD", -0.5), ("HD95", 50.0)):
+        row = rows["", metric, "spill"]
+        assert row["verdict"] == "worse" and row["n_cases"] == "12", (metric, row)
+        assert float(row["mean_difference"]) == pytest.approx(shift * 8 / 12)
+    assert rows["", "HD95", "spill"]["absent_class"] == (
+        "a class absent from a case and not predicted scores 0 mm (recorded NaN)")
+    assert "Per case: a class absent from a case and not predicted scores 1 (recorded NaN)." in ran.stdout
 
 
 def test_a_recipe_sweep_is_compared_within_each_budget(tmp_path):

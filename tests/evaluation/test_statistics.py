@@ -112,9 +112,68 @@ def test_seed_spread_is_the_std_over_seeds_of_the_mean_score():
     assert math.isnan(seed_spread([r for r in hand_table() if r["seed"] == 0], "v", "Dice"))
 
 
-def test_a_class_absent_from_both_runs_is_left_out_of_the_case_mean():
+def test_a_class_absent_from_both_runs_is_perfect_in_both():
+    """NaN on both sides (absent, and predicted by neither) is 1 beside 1: a difference of 0 in the
+    case's class mean, and a 1 in each side's mean."""
     rows = hand_table() + [row("base", 0, 0, "a", 3, "Dice", math.nan), row("v", 0, 0, "a", 3, "Dice", math.nan)]
-    assert paired_differences(rows, "base", "Dice")["v"]["a"] == pytest.approx(0.15)
+    # case a: seed 0 (0.1 + 0.3 + 0) / 3, seed 1 (0.0 + 0.2) / 2
+    assert paired_differences(rows, "base", "Dice")["v"]["a"] == pytest.approx((0.4 / 3 + 0.1) / 2)
+    (v,) = compare(rows, "base", "Dice")
+    # baseline case a: seed 0 (0.5 + 0.5 + 1) / 3, seed 1 0.5; cases b and c 0.5
+    assert v["baseline_mean"] == pytest.approx(((2 / 3 + 0.5) / 2 + 0.5 + 0.5) / 3)
+    assert v["variant_mean"] - v["baseline_mean"] == pytest.approx(v["mean_difference"])
+
+
+def false_positives(metric="Dice", hit=0.8, wrong=0.0, absent_in=6):
+    """10 cases, classes 1 and 2, one fold and seed; class 2 is absent from the first `absent_in` cases:
+    the baseline leaves it out there (NaN), "fp" predicts it there (`wrong`); both score `hit` elsewhere,
+    with a little per-case spread so that the statistics have something to resample."""
+    rows = []
+    for case in range(10):
+        for class_ in (1, 2):
+            value = hit + 0.001 * case
+            absent = class_ == 2 and case < absent_in
+            rows.append(row("base", 0, 0, f"c{case}", class_, metric, math.nan if absent else value))
+            rows.append(row("fp", 0, 0, f"c{case}", class_, metric, wrong if absent else value))
+    return rows
+
+
+def test_a_class_predicted_where_it_is_absent_counts_as_worse():
+    """The pair (NaN, 0) is (1, 0): each of the 6 cases loses (1 - 0) / 2 classes, a mean of -0.3,
+    where leaving NaN out would have found the two runs identical; the means agree with it."""
+    (fp,) = compare(false_positives(), "base", "Dice")
+    assert fp["verdict"] == "worse" and fp["n_cases"] == 10
+    assert fp["mean_difference"] == pytest.approx(-0.5 * 6 / 10)
+    assert paired_differences(false_positives(), "base", "Dice")["fp"]["c0"] == pytest.approx(-0.5)
+    assert paired_differences(false_positives(), "base", "Dice")["fp"]["c9"] == 0.0
+    assert fp["baseline_mean"] == pytest.approx(np.mean([(0.8 + 0.001 * c + (1.0 if c < 6 else 0.8 + 0.001 * c)) / 2
+                                                         for c in range(10)]))
+    assert fp["variant_mean"] - fp["baseline_mean"] == pytest.approx(fp["mean_difference"])
+    assert fp["absent_class"] == "a class absent from a case and not predicted scores 1 (recorded NaN)"
+
+
+def test_a_distance_counts_an_absent_class_not_predicted_as_0_mm():
+    """HD95 is NaN where a class is in neither map and the image's diagonal (here 50 mm) where it is
+    predicted without being there: the pair is (0, 50), worse by 25 mm per case over its two classes."""
+    (fp,) = compare(false_positives("HD95", hit=3.0, wrong=50.0), "base", "HD95")
+    assert fp["verdict"] == "worse" and fp["mean_difference"] == pytest.approx(25.0 * 6 / 10)
+    assert fp["absent_class"] == "a class absent from a case and not predicted scores 0 mm (recorded NaN)"
+
+
+def test_the_seed_spread_reads_nan_by_the_same_rule():
+    """Seed 0 absent and not predicted in class 2 of every case (1), seed 1 predicted there (0): the
+    seeds' means are about 0.9 and 0.4, not 0.8 twice."""
+    rows = [{**r, "variant": "base", "seed": seed} for seed, variant in ((0, "base"), (1, "fp"))
+            for r in false_positives(absent_in=10) if r["variant"] == variant]
+    means = [np.mean([(0.8 + 0.001 * c + second) / 2 for c in range(10)]) for second in (1.0, 0.0)]
+    assert seed_spread(rows, "base", "Dice") == pytest.approx(np.std(means, ddof=1))
+
+
+def test_a_nan_betti_error_is_refused_as_a_class_not_scored():
+    rows = [row("base", 0, 0, "a", 1, "Betti0 error", math.nan), row("v", 0, 0, "a", 1, "Betti0 error", 1.0)]
+    with pytest.raises(ValueError, match=r"variant 'base' has a NaN Betti0 error for fold 0, seed 0, case 'a', "
+                                         r"class 1: .* the class was not scored there"):
+        paired_differences(rows, "base", "Betti0 error")
 
 
 def test_a_missing_pair_is_an_error_naming_it():

@@ -44,6 +44,25 @@ def test_a_difference_within_the_records_seed_spread_is_no_difference():
     assert dice["verdict"].startswith("no difference (within the record's seed spread")
 
 
+def test_a_run_that_predicts_a_class_in_cases_without_it_is_worse():
+    """Class 2 is absent from half the cases: the record predicted it nowhere there (NaN), this run
+    predicts it in all of them (0). Read as 1 beside 0 that is -0.5 per such case, -0.25 on average,
+    and the means say the same; leaving NaN out had found no difference at all."""
+    def scores(wrong: float) -> list[dict]:
+        return [{**r, "value": wrong} if r["class"] == "2" and CASES.index(r["case"]) % 2 else r
+                for r in rows({0: 0.80, 1: 0.81})]
+
+    dice, nsd = accuracy_check.compare_with_record(scores(0.0), scores(float("nan")), "hard")
+    for row in (dice, nsd):
+        assert row["verdict"] == "worse" and row["mean_difference"] == pytest.approx(-0.25)
+        assert row["now"] - row["record"] == pytest.approx(row["mean_difference"])
+    # per case: class 1 the seeds' mean 0.805 + 0.01 i, class 2 the same or, absent, 1
+    assert dice["record"] == pytest.approx(sum((0.805 + 0.01 * i + (1.0 if i % 2 else 0.805 + 0.01 * i)) / 2
+                                               for i in range(8)) / 8)
+    text = accuracy_check.markdown([dice, nsd], {"date": "today", "commit": "0" * 10}, {"hard": 1.0})
+    assert "Per case, Dice: a class absent from a case and not predicted scores 1 (recorded NaN); NSD: " in text
+
+
 @pytest.mark.slow
 def test_a_rerun_reproduces_the_record_and_a_planted_better_record_makes_it_worse(tmp_path, monkeypatch):
     monkeypatch.setenv("SEGNET_PREPROCESSED", str(tmp_path / "cache"))
