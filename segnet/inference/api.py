@@ -12,14 +12,19 @@ from segnet.data.dataset_json import Case
 from segnet.data.headers import header_problem
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import remove_temporaries
-from segnet.inference.exported import load_exported
+from segnet.inference.exported import load_exported, metadata_path
 from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference, run_folder
 from segnet.inference.model import TrainedModel
 from segnet.inference.postprocessing import rules_for
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
+from segnet.inference.provenance import claim, model_record, rules_files, stamp
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
+
+
+def exported_paths(cfg: DictConfig) -> list[Path]:
+    return checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
 
 
 def load_models(cfg: DictConfig) -> list[TrainedModel]:
@@ -31,16 +36,22 @@ def load_models(cfg: DictConfig) -> list[TrainedModel]:
                           f"one of them: {USAGE}")
     if given == ["exported"]:
         device = inference_device(cfg.device)
-        paths = checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
-        return [load_exported(path, device) for path in paths]
+        return [load_exported(path, device) for path in exported_paths(cfg)]
     return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
 
 
 def model_folders(cfg: DictConfig) -> list[Path]:
     """Where each model's postprocessing.json would be: a checkpoint's run folder, an export's own."""
     if cfg.get("exported") is not None:
-        return [p.resolve().parent for p in checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")]
+        return [p.resolve().parent for p in exported_paths(cfg)]
     return [run_folder(p) for p in checkpoint_paths(cfg)]
+
+
+def model_files(cfg: DictConfig) -> list[Path]:
+    """The files the models are read from: each checkpoint, or each export's package and its model.json."""
+    if cfg.get("exported") is not None:
+        return [file for path in exported_paths(cfg) for file in (path, metadata_path(path))]
+    return checkpoint_paths(cfg)
 
 
 def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str = "predicted") -> None:
@@ -61,15 +72,21 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     predictor = Predictor(models, tta=bool(cfg.tta))
     cases = find_cases(Path(cfg.input), predictor.in_channels)
     check_headers(cases, int(cfg.max_voxels), predictor.in_channels)
-    rules = rules_for(cfg.postprocessing, model_folders(cfg))
+    folders = model_folders(cfg)
+    rules = rules_for(cfg.postprocessing, folders)
+    record = model_record(model_files(cfg), predictor, rules, rules_files(cfg.postprocessing, folders))
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities),
-                              rules=rules)
+                              rules=rules, stamp=stamp(record))
+    # Before the first label map: continue=true never adds to another model's label maps.
+    claim(Path(cfg.output), record, bool(cfg.get("continue")), [writer.label_path(case) for case in cases])
     if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing
-        done = [case for case in cases if writer.is_done(case)]
-        cases = [case for case in cases if not writer.is_done(case)]
-        left = remove_temporaries(cfg.output) if Path(cfg.output).is_dir() else []
-        log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed)", len(done), cfg.output,
-                 len(left))
+        done = {case.name for case in cases if writer.is_done(case)}
+        cases = [case for case in cases if case.name not in done]
+        left = remove_temporaries(cfg.output)
+        again = [case for case in cases if writer.label_path(case).is_file()]  # e.g. an overwrite's leftovers
+        log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed; %d label map(s) there "
+                 "predicted again: another model's, or without the probabilities asked for)", len(done), cfg.output,
+                 len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
              len(models), cfg.tta, rules.to_json())
     predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]

@@ -110,15 +110,25 @@ class Predictor:
         return total / len(self.models)
 
 
-def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image) -> nib.Nifti1Image:
-    """A uint8 NIfTI on the image's grid: same affine, qform and sform codes, no intensity scaling."""
+def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image, description: str = "") -> nib.Nifti1Image:
+    """A uint8 NIfTI on the image's grid: same affine, qform and sform codes, no intensity scaling;
+    `description` in its header (segnet-predict's: the model that made it)."""
     out = nib.Nifti1Image(label_map.astype(np.uint8), image.affine)
+    out.header["descrip"] = description
     qform, qcode = image.get_qform(coded=True)
     sform, scode = image.get_sform(coded=True)
     out.set_qform(qform if qform is not None else image.affine, int(qcode) if qform is not None else 1)
     out.set_sform(sform if sform is not None else image.affine, int(scode) if sform is not None else 1)
     out.header.set_xyzt_units(*image.header.get_xyzt_units())
     return out
+
+
+def header_description(path: Path) -> str | None:
+    """The description in a NIfTI file's header; None where the file cannot be read."""
+    try:
+        return nib.load(path).header["descrip"].item().decode()
+    except Exception:  # any way a file can be broken
+        return None
 
 
 @dataclass
@@ -129,12 +139,14 @@ class Prediction:
 
 
 class PredictionWriter:
-    """Loads a case, predicts it, maps the result back to the image's grid and writes it."""
+    """Loads a case, predicts it, maps the result back to the image's grid and writes it, with
+    `stamp` in the label map's header."""
 
     def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False,
-                 rules: Rules = NONE):
+                 rules: Rules = NONE, stamp: str = ""):
         self.predictor = predictor
         self.rules = rules
+        self.stamp = stamp
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
         self.load = eval_transforms(with_label=False, **predictor.geometry)
@@ -157,16 +169,22 @@ class PredictionWriter:
         label_map = self.rules.apply(restored.argmax(0).astype(np.uint8))
         first_image = nib.load(case.images[0])
         if self.save_probabilities:
-            with atomic_path(self.output_dir / f"{case.name}.npz") as temporary:
+            with atomic_path(self.probabilities_path(case)) as temporary:
                 np.savez_compressed(temporary, probabilities=restored, class_names=np.array(self.predictor.class_names))
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
-            nib.save(label_image_like(label_map, first_image), str(temporary))
+            nib.save(label_image_like(label_map, first_image, self.stamp), str(temporary))
         return Prediction(case, label_map, path)
 
     def label_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}.nii.gz"
 
+    def probabilities_path(self, case: Case) -> Path:
+        return self.output_dir / f"{case.name}.npz"
+
     def is_done(self, case: Case) -> bool:
-        """Whether an earlier run wrote this case whole (every file is written whole, the label map last)."""
-        return self.label_path(case).is_file()
+        """Whether an earlier run of this model wrote this case whole, the probabilities too where
+        they are asked for: every file is written whole, the label map last, with the stamp."""
+        path = self.label_path(case)
+        asked = not self.save_probabilities or self.probabilities_path(case).is_file()
+        return asked and path.is_file() and header_description(path) == self.stamp

@@ -3,6 +3,8 @@ geometry, with flips, ensembles and probabilities; the same code evaluation scor
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -19,7 +21,8 @@ from helpers.training import compose_config, train_tiny_task
 from segnet.data.phantom import save_nifti
 from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
 from segnet.inference.api import predict
-from segnet.inference.predictor import find_cases
+from segnet.inference.predictor import find_cases, header_description
+from segnet.inference.provenance import RECORD, claim, create_json, read_record
 
 
 def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
@@ -48,6 +51,15 @@ def run_script(command: str, args: list[str], out) -> subprocess.CompletedProces
     return run_command(command, *args, f"hydra.run.dir={out}/hydra")
 
 
+def scaled_head_copy(checkpoint, path):
+    """Another model: `checkpoint` with its output layer scaled (the same argmax, other probabilities)."""
+    other = torch.load(checkpoint, weights_only=True, map_location="cpu")
+    head = next(k for k in other["state_dict"] if k.startswith("net.head.") and k.endswith("weight"))
+    other["state_dict"][head] = other["state_dict"][head] * 3.0
+    torch.save(other, path)
+    return path
+
+
 @pytest.mark.slow
 def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path):
     root, run = trained
@@ -56,11 +68,8 @@ def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path
     for i in range(2):  # images only, nnU-Net's channel naming, an oblique grid
         shutil.copy(root / "imagesTr" / f"case_{i:03d}.nii.gz", images / f"scan{i}_0000.nii.gz")
     # Two different models: the trained one and a copy with its output layer scaled.
-    other = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
-    head = next(k for k in other["state_dict"] if k.startswith("net.head.") and k.endswith("weight"))
-    other["state_dict"][head] = other["state_dict"][head] * 3.0
-    torch.save(other, tmp_path / "other.ckpt")
-    models = [run / "checkpoints" / "last.ckpt", tmp_path / "other.ckpt"]
+    models = [run / "checkpoints" / "last.ckpt", scaled_head_copy(run / "checkpoints" / "last.ckpt",
+                                                                   tmp_path / "other.ckpt")]
     for name, given in (("out", models), ("first", models[:1]), ("second", models[1:])):
         result = run_script("segnet-predict", [f"ckpt_path=[{','.join(map(str, given))}]", f"input={images}",
                                                f"output={tmp_path / name}", "save_probabilities=true", "op=cpp"],
@@ -169,3 +178,74 @@ def test_a_scan_cut_short_is_one_line_naming_it(trained, tmp_path):
         predict(cfg)
     assert stopped.value.code == (f"error: {images / 'cut.nii.gz'}: cannot be read (EOFError: Compressed file ended "
                                   "before the end-of-stream marker was reached: the file ends early (truncated))")
+
+
+@pytest.mark.slow
+def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog):
+    root, run = trained
+    images, out = tmp_path / "images", tmp_path / "out"
+    images.mkdir()
+    for i in range(2):
+        shutil.copy(root / "imagesTr" / f"case_{i:03d}.nii.gz", images / f"scan{i}.nii.gz")
+    first = run / "checkpoints" / "last.ckpt"
+    second = scaled_head_copy(first, tmp_path / "second.ckpt")
+
+    def predict_with(checkpoint, *overrides, tta="false", source=images):
+        cfg = compose_config([f"ckpt_path={checkpoint}", f"input={source}", f"output={out}", "op=cpp", f"tta={tta}",
+                              *overrides], tmp_path / "hydra", name="predict")
+        return [prediction.case.name for prediction in predict(cfg)]
+
+    def stamps():
+        return {path.name: header_description(path).removeprefix("segnet-predict model ")
+                for path in sorted(out.glob("*.nii.gz"))}
+
+    assert predict_with(first) == ["scan0", "scan1"]
+    made = json.loads((out / RECORD).read_text())
+    assert made["models"] == [{"path": str(first.resolve()), "sha256": hashlib.sha256(first.read_bytes()).hexdigest()}]
+    assert (made["tta"], made["plan"]["class_names"]) == (False, ["background", "core", "shell"])
+    assert made["postprocessing"] == {"rules": {"foreground_largest_component": False,
+                                                "classes_largest_component": []}, "from": []}
+    assert stamps() == {"scan0.nii.gz": made["id"], "scan1.nii.gz": made["id"]}
+    before = {path.name: path.stat().st_mtime_ns for path in out.iterdir()}
+    # Another checkpoint, or the same one with flips: refused, both models named, nothing written.
+    for checkpoint, tta, differing in ((second, "false", "models"), (first, "true", "tta")):
+        with pytest.raises(ConfigError) as refused:
+            predict_with(checkpoint, "continue=true", tta=tta)
+        message = str(refused.value)
+        assert f"holds label maps of another model (its {RECORD}): {first.resolve()} (sha256 " in message
+        assert f"this run's model: {checkpoint.resolve()} (sha256 " in message
+        assert f"they differ in {differing}." in message and "give continue=false" in message
+    assert {path.name: path.stat().st_mtime_ns for path in out.iterdir()} == before
+    shutil.copy(first, tmp_path / "moved.ckpt")  # the same model from elsewhere: nothing left to do
+    assert predict_with(tmp_path / "moved.ckpt", "continue=true") == []
+    # continue=false with the second model, killed after its first case: the case it did not
+    # reach is the first model's and is predicted again, the case it did is kept.
+    with caplog.at_level("WARNING", "segnet.inference.provenance"):
+        assert predict_with(second, "continue=false", source=images / "scan0.nii.gz") == ["scan0"]
+    assert "continue=false predicts every case again with" in caplog.text
+    replaced = read_record(out / RECORD)
+    assert stamps() == {"scan0.nii.gz": replaced["id"], "scan1.nii.gz": made["id"]}
+    assert predict_with(second, "continue=true") == ["scan1"]
+    assert stamps() == {"scan0.nii.gz": replaced["id"], "scan1.nii.gz": replaced["id"]}
+    # Probabilities asked for now: the cases written without them are not done.
+    assert predict_with(second, "continue=true", "save_probabilities=true") == ["scan0", "scan1"]
+    assert predict_with(second, "continue=true", "save_probabilities=true") == []
+    # Label maps without a record (an older segnet's): refused on continue=true, with advice.
+    (out / RECORD).unlink()
+    with pytest.raises(ConfigError, match=r"holds 2 label map\(s\) of this run's cases \(e.g. scan0.nii.gz\) but no "
+                                          rf"{RECORD}: an older segnet-predict made them.*Give continue=false"):
+        predict_with(second, "continue=true")
+    assert predict_with(second) == ["scan0", "scan1"] and read_record(out / RECORD) == replaced
+
+
+def test_processes_predicting_into_one_folder_agree_on_its_model(tmp_path):
+    first, second = ({"id": name, "models": [{"path": f"/runs/{name}.ckpt", "sha256": name * 64}], "plan": {},
+                      "tta": False, "postprocessing": {"rules": {}, "from": []}} for name in "ab")
+    assert create_json(tmp_path / RECORD, first)
+    assert not create_json(tmp_path / RECORD, second)  # a second process that also found no record
+    assert read_record(tmp_path / RECORD) == first
+    claim(tmp_path, first, continuing=True, label_maps=[])  # the same model goes on
+    with pytest.raises(ConfigError, match=r"/runs/a.ckpt \(sha256 aaaaaaaaaaaa\).*this run's model: /runs/b.ckpt"):
+        claim(tmp_path, second, continuing=True, label_maps=[])
+    assert read_record(tmp_path / RECORD) == first
+    assert [path.name for path in tmp_path.iterdir()] == [RECORD]  # no temporary left
