@@ -26,7 +26,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("data.root is required: point it at the dataset folder (dataset.json, imagesTr, labelsTr)")
     description = describe_dataset(str(cfg.data.root))
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
-    check_compatible(model, description)
+    check_compatible(model, description, checkpoint)
     run_splits = run_folder(checkpoint) / "splits.json"
     cases = select_cases(description, cfg.data.split, model.data, run_splits)
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")

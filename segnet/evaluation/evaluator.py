@@ -28,6 +28,7 @@ from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
 from segnet.inference.model import TrainedModel
+from segnet.inference.names import check_same_names, dataset_names, run_names
 from segnet.inference.postprocessing import NONE, Rules
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
@@ -55,14 +56,12 @@ def select_cases(
                              data_hparams.get("split_seed", 12345)).val)
 
 
-def check_compatible(model: TrainedModel, description: DatasetDescription) -> None:
-    data = model.data
-    if data["in_channels"] != description.in_channels or data["num_classes"] != description.num_classes:
-        raise ConfigError(
-            f"the checkpoint expects {data['in_channels']} channel(s) and {data['num_classes']} classes, but "
-            f"{description.root} has {description.in_channels} and {description.num_classes}: evaluate on the "
-            "dataset the model was trained for"
-        )
+def check_compatible(model: TrainedModel, description: DatasetDescription, checkpoint: Path) -> None:
+    """The dataset names its channels and classes as the checkpoint's run did, in the same order,
+    so that each score is reported under its own class's name."""
+    check_same_names(run_names(model.data, str(checkpoint)), dataset_names(description),
+                     "score on a dataset whose dataset.json names the channels and labels as the model's run did, "
+                     "its label maps numbered alike")
 
 
 @dataclass

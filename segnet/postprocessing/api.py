@@ -35,7 +35,7 @@ def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> list[d
     if not checkpoint.is_file():
         raise ConfigError(f"{checkpoint} is not a file: runs= takes training run folders ({USAGE})")
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
-    check_compatible(model, description)
+    check_compatible(model, description, checkpoint)
     cases = select_cases(description, "validation", model.data, run / "splits.json")
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
     writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output)

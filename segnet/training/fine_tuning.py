@@ -1,52 +1,158 @@
 """Fine-tuning (model.init_from=CKPT, nnU-Net's -pretrained_weights): a new run whose network
 starts from another run's weights. Only the weights are taken, weights-only: the optimizer, the
-schedule and the step count start afresh, as in any new run. Every tensor of the network must be
-in the checkpoint with its shape, except the heads' when the classes differ: they then keep
-their fresh initialization, as do deep-supervision heads the checkpoint lacks. Anything else
-that does not fit stops the run with the tensors' names, before anything is written."""
+schedule and the step count start afresh, as in any new run.
+
+The run is planned as nnU-Net plans a dataset with a plan moved from another
+(nnUNetv2_move_plans_between_datasets): its patch and batch are its own, but its orientation,
+spacing and normalization (a CT channel's statistics included) are the source run's, so the
+network sees inputs on the grid and the intensity scale its weights learnt. Channels named
+otherwise and another normalization scheme are refused, both named, unless init_allow names them.
+
+Every tensor of the network must be in the checkpoint with its shape, but for the heads' rows,
+one per class: they are taken by class name, so a class of this dataset that the source run
+trained starts from its own row wherever the source numbered it, and a new one from its fresh
+initialization, as do deep-supervision heads the checkpoint lacks. Anything else that does not
+fit stops the run with the tensors' names, before anything is written."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 
 from segnet.errors import ConfigError
 from segnet.inference.loading import read_checkpoint
+from segnet.inference.names import check_same_names, run_names, shown
+from segnet.planning.api import apply_plan
 
 log = logging.getLogger(__name__)
 HEADS = ("head.", "supervision_heads.")  # EdgeUNet's output convolutions: one channel per class
+ALLOWED = ("channels", "normalization")  # the differences from the source run init_allow may accept
+GEOMETRY = ("orientation", "slicing_axis", "target_spacing")  # the plan's grid, with each configuration's spacing
 
 
-def checkpoint_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The network's weights of a checkpoint of segnet's training, read weights-only."""
+def source_run(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The data settings (class names, plan) and the network's weights of a checkpoint of segnet's
+    training, read weights-only."""
     if not path.is_file():
         raise ConfigError(f"model.init_from={path} is not a file; point it at a run's checkpoints/best.ckpt")
-    _, weights = read_checkpoint(path)
+    checkpoint, weights = read_checkpoint(path)
     if not weights:
         raise ConfigError(f"model.init_from={path} holds no network weights of segnet's training; point it at a "
                           "run's checkpoints/best.ckpt or last.ckpt")
-    return weights
+    data = checkpoint.get("hyper_parameters", {}).get("data")
+    if not data or "class_names" not in data:
+        raise ConfigError(f"model.init_from={path} lacks the data settings segnet's training saves (class names, "
+                          "plan), which fine-tuning matches this run to; point it at a run's checkpoints/best.ckpt")
+    return data, weights
 
 
-def initialize_from(net: torch.nn.Module, path: str | Path) -> list[str]:
-    """Loads `path`'s weights into `net`; returns the tensors left as initialized (the heads',
-    for other classes, or the deep-supervision heads a checkpoint without them lacks)."""
-    weights, own = checkpoint_weights(Path(path)), net.state_dict()
-    misfits = [f"{name} (not there)" if name not in weights else
-               f"{name} ({tuple(weights[name].shape)} there, {tuple(tensor.shape)} here)"
-               for name, tensor in own.items()
-               if not name.startswith(HEADS) and (name not in weights or weights[name].shape != tensor.shape)]
+def allowed_differences(cfg: DictConfig) -> set[str]:
+    given = cfg.get("init_allow") or []
+    allowed = {given} if isinstance(given, str) else set(given)
+    if not allowed <= set(ALLOWED):
+        raise ConfigError(f"init_allow={sorted(allowed)}: give any of {', '.join(ALLOWED)} (the spacing is always the "
+                          "source run's, and the classes are matched by name)")
+    return allowed
+
+
+def schemes(data: dict[str, Any]) -> tuple[str, ...] | None:
+    """The normalization scheme of each channel of a run's inputs; None for generated data, which
+    no plan normalizes."""
+    normalization = data.get("normalization")
+    return tuple(entry["scheme"] for entry in normalization) if normalization else None
+
+
+def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The plan a fine-tuning run trains with (cfg.data set to it; a resume reads its own
+    plans.json instead): this dataset's, with the source run's geometry and normalization. The
+    plan unchanged for a run that is not fine-tuning, or where either run had no plan (generated
+    data: nothing to carry)."""
+    path = cfg.model.get("init_from")
+    if path is None or cfg.ckpt_path is not None:
+        return plan
+    allowed = allowed_differences(cfg)
+    source, _ = source_run(Path(path))
+    data = OmegaConf.to_container(cfg.data, resolve=True)
+    here = f"{data['root']}/dataset.json" if "root" in data else f"data={data['name']}"
+    if "channels" not in allowed:
+        check_same_names(run_names(source, f"model.init_from={path}"), run_names(data, here),
+                         "fine-tune from a run on these channels, or train anyway with init_allow=[channels]",
+                         kinds=("channels",))
+    same_scale = schemes(source) == schemes(data)
+    if not same_scale and "normalization" not in allowed:
+        raise ConfigError(
+            f"model.init_from={path}'s run normalized its channels as {shown(schemes(source))} but this run "
+            f"normalizes them as {shown(schemes(data))} ({here}): its weights learnt inputs on another intensity "
+            "scale. Fine-tune from a run on this modality, or train with this dataset's own normalization anyway "
+            "with init_allow=[normalization]"
+        )
+    if plan is None or not source.get("plan"):
+        return plan
+    moved = source["plan"]
+    # the source's schemes and statistics under this dataset's channel names, which its checkpoint then names
+    normalization = [{**entry, "channel": own["channel"]}
+                     for entry, own in zip(source["normalization"], plan["normalization"], strict=True)]
+    carried = {**plan, **{key: moved[key] for key in GEOMETRY}, "carried_from": str(path),
+               "configurations": {name: {**configuration, "spacing": moved["configurations"][name]["spacing"]}
+                                  for name, configuration in plan["configurations"].items()},
+               "normalization": normalization if same_scale else plan["normalization"]}
+    apply_plan(cfg.data, cfg.model, carried)  # its patch and batch are set already, and stay
+    if same_scale:  # apply_plan keeps the normalization already set (the dataset's, or one given with the same
+        cfg.data.normalization = normalization  # schemes): the source's statistics replace it
+    dims = f"{cfg.data.spatial_dims}d"
+    log.info("model.init_from=%s: planned with its run's orientation %s and spacing %s, and %s normalization (this "
+             "dataset's own plan: %s, %s)", path, carried["orientation"], carried["configurations"][dims]["spacing"],
+             "its" if same_scale else "this dataset's", plan["orientation"], plan["configurations"][dims]["spacing"])
+    return carried
+
+
+def misfit(name: str, tensor: torch.Tensor, weights: dict[str, torch.Tensor]) -> str | None:
+    """Why the checkpoint's `name` cannot start `tensor`, or None. A head's rows are its classes, so
+    only its other axes must agree; a deep-supervision head the checkpoint lacks starts afresh."""
+    if name not in weights:
+        return None if name.startswith(HEADS) else "not there"
+    first = 1 if name.startswith(HEADS) else 0
+    if weights[name].shape[first:] == tensor.shape[first:]:
+        return None
+    return f"{tuple(weights[name].shape)} there, {tuple(tensor.shape)} here"
+
+
+def class_rows(source: Sequence[str], target: Sequence[str]) -> dict[int, int]:
+    """Each class of `target` that `source` also has: its row here, its row there."""
+    return {row: list(source).index(name) for row, name in enumerate(target) if name in source}
+
+
+def rows_by_class(saved: torch.Tensor, initialized: torch.Tensor, rows: dict[int, int]) -> torch.Tensor:
+    """A head's tensor: the saved row of each class in `rows`, the others as initialized."""
+    taken = initialized.clone()
+    taken[list(rows)] = saved[list(rows.values())]
+    return taken
+
+
+def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequence[str]) -> list[str]:
+    """Loads `path`'s weights into `net`, whose classes are `class_names`, the heads' rows by class
+    name; returns the tensors left wholly as initialized (deep-supervision heads a checkpoint
+    without them lacks)."""
+    source, weights = source_run(Path(path))
+    own = net.state_dict()
+    misfits = [f"{name} ({problem})" for name, tensor in own.items() if (problem := misfit(name, tensor, weights))]
     if misfits:
         shown = misfits[:8] + ([f"and {len(misfits) - 8} more"] if len(misfits) > 8 else [])
         raise ConfigError(f"model.init_from={path} does not fit this network: " + "; ".join(shown)
                           + ". Fine-tune with the model settings the checkpoint was trained with (model.channels, "
-                          "strides, edge_placement, ...); only the number of classes may differ")
-    fresh = [name for name, tensor in own.items()
-             if name.startswith(HEADS) and (name not in weights or weights[name].shape != tensor.shape)]
-    taken = {name: weights[name] for name in own if name not in fresh}
+                          "strides, edge_placement, ...); only the classes may differ")
+    rows = class_rows(source["class_names"], class_names)
+    fresh = [name for name in own if name not in weights]
+    taken = {name: rows_by_class(weights[name], tensor, rows) if name.startswith(HEADS) else weights[name]
+             for name, tensor in own.items() if name not in fresh}
     net.load_state_dict(taken, strict=not fresh)
-    log.info("model.init_from=%s: %d tensors loaded%s", path, len(taken),
+    new = [name for row, name in enumerate(class_names) if row not in rows]
+    log.info("model.init_from=%s: %d tensors loaded, the heads' rows by class name (%s)%s", path, len(taken),
+             f"afresh: {', '.join(new)}" if new else "every class from the checkpoint",
              f", {len(fresh)} of the heads' initialized afresh ({', '.join(fresh)})" if fresh else "")
     return fresh

@@ -5,12 +5,15 @@ raises the mean Dice; the rules travel in the run folder's postprocessing.json."
 from __future__ import annotations
 
 import json
+import re
 
 import nibabel as nib
 import numpy as np
 import pytest
 from scipy import ndimage
 
+from helpers.checkpoints import MODEL_3D, rename_in_dataset_json, run_data, write_checkpoint
+from helpers.data import write_decathlon
 from helpers.training import compose_config, train_tiny_task
 from segnet.errors import ConfigError
 from segnet.evaluation.api import evaluate
@@ -99,3 +102,17 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
                                  f"postprocessing={given}"], output_dir=tmp_path / given, name="evaluate"))
     assert set(class_components(tmp_path / "auto" / "predictions", 1)) == {1}
     assert min(class_components(tmp_path / "none" / "predictions", 1)) >= 2
+
+
+def test_a_dataset_that_numbers_the_classes_otherwise_is_refused_before_anything_is_decided(tmp_path):
+    run = tmp_path / "run"
+    checkpoint = run / "checkpoints" / "best.ckpt"
+    write_checkpoint(checkpoint, MODEL_3D, run_data())  # trained on background, core, shell
+    root = rename_in_dataset_json(write_decathlon(tmp_path / "Swapped", cases=4),
+                                  classes=("background", "shell", "core"))
+    cfg = compose_config([f"data.root={root}", f"runs=[{run}]", "tta=false", "op=python", "device=cpu"],
+                         output_dir=tmp_path / "decided", name="postprocess")
+    refused = f"classes ['background', 'shell', 'core'] in {root}/dataset.json but ['background', 'core', 'shell'] in "
+    with pytest.raises(ConfigError, match=re.escape(f"{refused}{checkpoint}")):
+        postprocess(cfg)
+    assert not (run / FILE).exists()
