@@ -4,6 +4,7 @@ and write metrics.json into the run folder. train.py calls train(); nothing here
 from __future__ import annotations
 
 import logging
+import math
 import platform
 import resource
 import sys
@@ -30,12 +31,15 @@ from segnet.model.loss_terms import required_maps
 from segnet.planning.api import plan_for_run, record_plan, size_network
 from segnet.topology import TOPOLOGY_METRICS
 from segnet.training.callbacks import StepTimer
-from segnet.training.checkpoints import AtomicCheckpointIO
-from segnet.training.fine_tuning import initialize_from
+from segnet.training.checkpoints import AtomicCheckpointIO, rewrite_callback_state
+from segnet.training.fine_tuning import fine_tuning_plan, initialize_from
 from segnet.training.module import SegmentationModule, postprocessed_dice
 from segnet.training.resume import SECTIONS, check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
 log = logging.getLogger(__name__)
+FINAL_CHECKPOINT = "final.ckpt"
+BEST_SELECTION = ("the highest val/dice_mean of all validations, the final one included, chosen on the same "
+                  "validation cases it is scored on: an optimistic estimate")
 
 
 def resolve_run_backend(cfg: DictConfig) -> str:
@@ -177,14 +181,31 @@ def per_case_scores(module: SegmentationModule, metric: str) -> dict[str, dict[s
             for case, scores in sorted(module.per_case(metric).items())}
 
 
-def keep_as_best(trainer: L.Trainer, checkpoint, score: float | None) -> None:
-    """A fit that never validated before its end: the final validation decides best.ckpt (the
-    final weights, the only ones scored)."""
-    if score is None:
+def compete_for_best(trainer: L.Trainer, checkpoint, score: float | None, last_path: Path) -> None:
+    """The final validation competes for best.ckpt like every validation during the fit: the final
+    weights become best.ckpt when they score higher than the best so far, or when nothing was
+    scored before (a fit that ended before its first validation). last.ckpt learns the new best,
+    so that a run resumed from it to train longer measures its validations against it."""
+    if score is None or math.isnan(float(score)):
+        return
+    best = checkpoint.best_model_score
+    if best is not None and not math.isnan(float(best)) and float(score) <= float(best):
         return
     path = checkpoint.format_checkpoint_name({})
-    checkpoint.best_model_score, checkpoint.best_model_path = torch.tensor(score), path
+    checkpoint.best_model_score, checkpoint.best_model_path = torch.tensor(float(score)), path
+    checkpoint.best_k_models = {path: checkpoint.best_model_score}
+    checkpoint.kth_best_model_path, checkpoint.kth_value = path, checkpoint.best_model_score
     trainer.save_checkpoint(path, weights_only=False)  # whole, as ModelCheckpoint writes best.ckpt
+    if trainer.is_global_zero:
+        rewrite_callback_state(last_path, checkpoint)
+    trainer.strategy.barrier("compete_for_best")
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The optimizer step a checkpoint was saved at (memory-mapped: the weights are not read)."""
+    if not path.is_file():
+        return None
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -202,6 +223,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
 
     plan = plan_for_run(cfg, output_dir)  # dataset folders: spacing, orientation, normalization, patch, batch
+    plan = fine_tuning_plan(cfg, plan)  # model.init_from: the source run's spacing and normalization
     size_network(cfg.model, cfg.data)  # model=resenc: channels and strides for this run's patch
     if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
@@ -210,7 +232,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if cfg.ckpt_path is not None:  # before this run writes into the folder
         check_same_run(cfg.ckpt_path, dict(module.hparams), given)
     elif cfg.model.get("init_from") is not None:  # fine-tuning: another run's weights, a new schedule
-        initialize_from(module.net, cfg.model.init_from)
+        initialize_from(module.net, cfg.model.init_from, module.class_names)
     record_plan(plan, output_dir)
     if getattr(datamodule, "split", None) is not None and is_first_process():
         write_json(output_dir / "splits.json", datamodule.split.to_json())
@@ -238,13 +260,23 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     final_weights = str(last_path) if last_path and last_path.is_file() else None
     final = trainer.validate(module, datamodule=datamodule, ckpt_path=final_weights, verbose=False,
                              weights_only=True)[0]
-    if checkpoint is not None and checkpoint.best_model_score is None and final_weights is not None:
-        keep_as_best(trainer, checkpoint, final.get(checkpoint.monitor))
+    if checkpoint is not None and final_weights is not None:
+        compete_for_best(trainer, checkpoint, final.get(checkpoint.monitor), last_path)
+    # nnU-Net's checkpoint_final: the weights the commands that read a run use by default; only
+    # a finished run has one (last.ckpt is also the state of a run stopped half-way)
+    final_path = output_dir / "checkpoints" / FINAL_CHECKPOINT
+    trainer.save_checkpoint(final_path, weights_only=True)
+    best_path = Path(checkpoint.best_model_path) if checkpoint and checkpoint.best_model_path else None
     timer = next(c for c in callbacks if isinstance(c, StepTimer))
     memory, memory_kind = peak_memory_mb(module.device)
     metrics = {
         "val_dice_mean": _score(final.get("val/dice_mean")),
+        # what every val_* score below describes: the final weights, on the validation cases
+        "scored": {"checkpoint": str(final_path), "step": trainer.global_step, "tta": False,
+                   "postprocessing": "none"},
         "best_val_dice_mean": _score(checkpoint.best_model_score if checkpoint else None),
+        "best_checkpoint": {"path": str(best_path or ""), "step": checkpoint_step(best_path) if best_path else None,
+                            "selection": BEST_SELECTION},
         "val_dice_per_class": {name: _score(final.get(f"val/dice_{name}")) for name in module.class_names[1:]},
         # per validation case and class, for paired comparisons of runs (segnet.evaluation.ablation);
         # HD95 and NSD in mm, as evaluation computes them
@@ -265,7 +297,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "fit_seconds": fit_seconds,
         "validation_share_of_fit": timer.validation_seconds / fit_seconds if fit_seconds else float("nan"),
         "checkpoints": {
-            "best": checkpoint.best_model_path if checkpoint else "",
+            "final": str(final_path),
+            "best": str(best_path or ""),
             "last": str(last_path) if last_path and last_path.is_file() else "",
         },
         "resumed_from": cfg.ckpt_path,

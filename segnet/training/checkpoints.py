@@ -93,3 +93,11 @@ class ResumeState(L.Callback):
         # draw the sampler's seed): the next epoch shuffles as it would have without the stop.
         if "rng" in state_dict:
             set_rng_states(state_dict["rng"])
+
+
+def rewrite_callback_state(path: Path, callback: L.Callback) -> None:
+    """`callback`'s state as it is now in the checkpoint at `path` (atomically): for a state that
+    changes after the checkpoint was written, which a resume from it must see."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    saved["callbacks"][callback.state_key] = callback.state_dict()
+    AtomicCheckpointIO().save_checkpoint(saved, path)

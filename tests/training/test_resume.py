@@ -46,29 +46,37 @@ def run(folder, overrides):
     return train(compose_config(tiny_overrides() + ["op=cpp"] + overrides, output_dir=folder))
 
 
-def test_last_is_the_end_of_training_and_best_the_best_validation(tmp_path):
-    # validation after epochs 2 and 4 only: the fifth epoch ends without one
+def test_last_is_the_end_of_training_and_best_the_best_of_every_validation_the_final_one_included(tmp_path):
+    # validation after epochs 2 and 4 only: the fifth epoch ends without one, so only the final
+    # validation scores the final weights
     metrics = run(tmp_path, ["trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"])
-    last = checkpoint(tmp_path / "checkpoints" / "last.ckpt")
-    best = checkpoint(tmp_path / "checkpoints" / "best.ckpt")
-    assert last["global_step"] == metrics["global_step"] == 5 * STEPS_PER_EPOCH
-    assert best["global_step"] in (2 * STEPS_PER_EPOCH, 4 * STEPS_PER_EPOCH)
-    # The fit's validations as TensorBoard has them (the final trainer.validate logs at global_step,
-    # after the fit): Lightning logs each at its epoch's last optimizer step, counted from 0 like
-    # the lr-* steps, so the step after it is the global_step of a checkpoint saved there.
+    folder = tmp_path / "checkpoints"
+    last, best, final = (checkpoint(folder / f"{name}.ckpt") for name in ("last", "best", "final"))
+    assert last["global_step"] == final["global_step"] == metrics["global_step"] == 5 * STEPS_PER_EPOCH
+    assert "optimizer_states" not in final and final["hyper_parameters"] == last["hyper_parameters"]
+    assert all(torch.equal(final["state_dict"][k], last["state_dict"][k]) for k in last["state_dict"])
+    # Every validation as TensorBoard has it: Lightning logs the fit's at their epoch's last
+    # optimizer step, counted from 0 like the lr-* steps, so the step after it is the global_step
+    # of a checkpoint saved there; the final trainer.validate logs at global_step.
     logged = scalars(event_files(tmp_path), "val/dice_mean")
-    during_fit = {step: score for step, score in logged.items() if step < metrics["global_step"]}
-    assert sorted(during_fit) == [2 * STEPS_PER_EPOCH - 1, 4 * STEPS_PER_EPOCH - 1]
-    assert len(set(during_fit.values())) == 2, f"both validations scored {during_fit}: either would be the best"
-    best_step = max(during_fit, key=during_fit.get)
-    assert best["global_step"] == best_step + 1
+    scores = {step + 1: score for step, score in logged.items() if step < metrics["global_step"]}
+    assert sorted(scores) == [2 * STEPS_PER_EPOCH, 4 * STEPS_PER_EPOCH]
+    scores[metrics["global_step"]] = metrics["val_dice_mean"]
+    assert len(set(scores.values())) == 3, f"validations tied at {scores}: any could be the best"
+    best_step = max(scores, key=scores.get)
+    assert best_step == metrics["global_step"], f"this seed's final weights should score best: {scores}"
+    assert best["global_step"] == best_step == metrics["best_checkpoint"]["step"]
     (writer,) = [state for name, state in best["callbacks"].items()  # the ModelCheckpoint that wrote best.ckpt
                  if name.startswith("ModelCheckpoint") and state["best_model_path"] == metrics["checkpoints"]["best"]]
-    assert float(writer["best_model_score"]) == during_fit[best_step] == max(during_fit.values())
-    assert metrics["best_val_dice_mean"] == during_fit[best_step]
-    assert metrics["checkpoints"]["last"] == str(tmp_path / "checkpoints" / "last.ckpt")
-    assert metrics["checkpoints"]["best"] == str(tmp_path / "checkpoints" / "best.ckpt")
-    assert not list((tmp_path / "checkpoints").glob(".*tmp"))
+    assert float(writer["best_model_score"]) == pytest.approx(scores[best_step]) == metrics["best_val_dice_mean"]
+    assert "optimistic" in metrics["best_checkpoint"]["selection"]
+    (known,) = [state for name, state in last["callbacks"].items()  # what a resume from last.ckpt compares with
+                if name.startswith("ModelCheckpoint") and state["monitor"] == "val/dice_mean"]
+    assert float(known["best_model_score"]) == pytest.approx(metrics["best_val_dice_mean"])
+    assert metrics["scored"] == {"checkpoint": str(folder / "final.ckpt"), "step": metrics["global_step"],
+                                 "tta": False, "postprocessing": "none"}
+    assert metrics["checkpoints"] == {name: str(folder / f"{name}.ckpt") for name in ("final", "best", "last")}
+    assert not list(folder.glob(".*tmp"))
 
 
 def test_last_is_written_every_n_steps_and_at_a_step_limit(tmp_path):
