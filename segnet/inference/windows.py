@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -66,10 +67,10 @@ def predict_whole_image(net: Network, image: torch.Tensor, spatial_dims: int, in
 def predict_with_flips(
     predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int]
 ) -> torch.Tensor:
-    """Test-time augmentation: mean softmax over the identity and a flip of each of `axes` (the
-    model's spatial axes of the batch)."""
-    axes = list(axes)
+    """Test-time augmentation as nnU-Net mirrors: the mean softmax over every combination of flips
+    of `axes` (the model's spatial axes of the batch), the identity included: 4 passes in 2D, 8 in 3D."""
+    combinations = [list(flipped) for n in range(len(axes) + 1) for flipped in itertools.combinations(axes, n)]
     probabilities = predict(image).softmax(1)
-    for axis in axes:
-        probabilities += predict(image.flip(axis)).softmax(1).flip(axis)
-    return probabilities / (1 + len(axes))
+    for flipped in combinations[1:]:
+        probabilities += predict(image.flip(flipped)).softmax(1).flip(flipped)
+    return probabilities / len(combinations)
