@@ -14,7 +14,7 @@ from segnet.evaluation.evaluator import Evaluator, check_compatible, select_case
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.api import check_headers
 from segnet.inference.loading import load_for_inference, one_checkpoint, run_folder
-from segnet.inference.postprocessing import rules_for
+from segnet.inference.postprocessing import rules_files, rules_for, rules_origin
 from segnet.topology import topology_classes
 
 log = logging.getLogger(__name__)
@@ -32,12 +32,18 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
     output_dir = Path(cfg.paths.output_dir)
     rules = rules_for(cfg.postprocessing, [run_folder(checkpoint)])
+    origin = rules_origin(rules_files(cfg.postprocessing, [run_folder(checkpoint)]), [case.name for case in cases])
+    if origin["optimistic"]:
+        log.warning("postprocessing: %s, so the scores with it are optimistic (summary.json's "
+                    "without_postprocessing has them without)", origin["why"])
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
     topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
                         rules=rules, topology=topology).run(cases)
     summary = summarize(results, list(model.data["class_names"]))
+    summary["evaluated"] = {"checkpoint": str(checkpoint.resolve()), "step": model.step, "split": cfg.data.split,
+                            "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin}}
     write_reports(summary, output_dir)
     write_case_pictures(summary, output_dir)
     log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports and cases_<class>.png in %s",

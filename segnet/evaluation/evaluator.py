@@ -69,6 +69,7 @@ class CaseResult:
     case: Case
     prediction_file: Path
     metrics: dict[str, dict[str, Any]] | None
+    unprocessed_metrics: dict[str, dict[str, Any]] | None = None  # before the rules, where there are rules
 
 
 # The per-class numbers every case gets, in summary.json and per_case.csv (and averaged).
@@ -130,18 +131,34 @@ class Evaluator(PredictionWriter):
 
     def run_case(self, case: Case) -> CaseResult:
         prediction = super().run_case(case)
-        metrics = score_case(prediction.label_map, case.label, self.class_names, self.nsd_tolerance_mm,
-                             self.predictor.ignore_label, self.topology) if case.label else None
-        return CaseResult(case, prediction.file, metrics)
+        if not case.label:
+            return CaseResult(case, prediction.file, None)
+        unprocessed = self.score(prediction.unprocessed, case) if self.rules != NONE else None
+        return CaseResult(case, prediction.file, self.score(prediction.label_map, case), unprocessed)
+
+    def score(self, label_map: np.ndarray, case: Case) -> dict[str, dict[str, Any]]:
+        return score_case(label_map, case.label, self.class_names, self.nsd_tolerance_mm, self.predictor.ignore_label,
+                          self.topology)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:
         return [self.run_case(case) for case in tqdm(cases, desc="evaluating", unit="case")]
 
 
+def means(scored: list[dict[str, dict[str, Any]]], class_names: list[str]) -> tuple[dict, dict]:
+    """The mean of each class's metrics over cases and the foreground mean over classes (NaN left
+    out, as nnU-Net's summary.json does)."""
+    names = reported_metrics(scored)
+    mean = {
+        str(c): {"name": class_names[c], **{k: nanmean([m[str(c)].get(k, math.nan) for m in scored]) for k in names}}
+        for c in range(1, len(class_names))
+    }
+    return mean, {k: nanmean([m[k] for m in mean.values()]) for k in names}
+
+
 def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, Any]:
-    """nnU-Net-style summary: metric_per_case, mean per class, foreground_mean (NaN left out)."""
+    """nnU-Net-style summary: metric_per_case, mean per class, foreground_mean (NaN left out); and
+    where postprocessing rules were applied, the same means without them."""
     scored = [r for r in results if r.metrics is not None]
-    names = reported_metrics([r.metrics for r in scored])
     per_case = [
         {
             "image": list(r.case.images) if len(r.case.images) > 1 else r.case.images[0],
@@ -151,14 +168,13 @@ def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, An
         }
         for r in results
     ]
-    mean = {
-        str(c): {"name": class_names[c], **{k: nanmean([r.metrics[str(c)].get(k, math.nan) for r in scored])
-                                            for k in names}}
-        for c in range(1, len(class_names))
-    }
-    foreground = {k: nanmean([m[k] for m in mean.values()]) for k in names}
-    return {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground, "num_cases": len(results),
-            "num_scored": len(scored)}
+    mean, foreground = means([r.metrics for r in scored], class_names)
+    summary = {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground, "num_cases": len(results),
+               "num_scored": len(scored)}
+    if any(r.unprocessed_metrics is not None for r in scored):
+        mean, foreground = means([r.unprocessed_metrics for r in scored], class_names)
+        summary["without_postprocessing"] = {"mean": mean, "foreground_mean": foreground}
+    return summary
 
 
 def write_reports(summary: dict[str, Any], output_dir: Path) -> None:

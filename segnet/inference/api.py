@@ -15,9 +15,9 @@ from segnet.files import remove_temporaries
 from segnet.inference.exported import load_exported, metadata_path
 from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference, run_folder
 from segnet.inference.model import TrainedModel
-from segnet.inference.postprocessing import rules_for
+from segnet.inference.postprocessing import rules_files, rules_for
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
-from segnet.inference.provenance import claim, model_record, rules_files, stamp
+from segnet.inference.provenance import claim, model_record, stamp
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"

@@ -27,7 +27,8 @@ class CheckpointError(ConfigError):
     """A checkpoint cannot be loaded safely; the message says why and what to do."""
 
 
-BEST = "a training run's checkpoints/best.ckpt"
+FINAL = "final.ckpt"  # a finished run's final weights, nnU-Net's checkpoint_final: what commands read by default
+BEST = f"a training run's checkpoints/{FINAL}"
 NET = "net."  # the training module's name for the network: its weights' prefix in a checkpoint
 
 
@@ -41,9 +42,18 @@ def checkpoint_paths(cfg: DictConfig, key: str = "ckpt_path", shown_as: str | No
     given = cfg[key]
     paths = [Path(p) for p in (given if OmegaConf.is_list(given) else [given])]
     for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"{shown_as}={path} is not a file; point it at {what}")
+        check_checkpoint_file(path, shown_as, what)
     return paths
+
+
+def check_checkpoint_file(path: Path, shown_as: str, what: str = BEST) -> None:
+    """A ConfigError unless `path` is a file: for a run's final.ckpt, that the run has not finished."""
+    if path.name == FINAL and not path.is_file() and (path.parent / "last.ckpt").is_file():
+        raise ConfigError(f"{shown_as}={path}: that run has not finished (a run writes {FINAL} at its end). "
+                          "Resume it (segnet-train ckpt_path=auto in its folder), or name its last.ckpt or "
+                          "best.ckpt to use the weights it has")
+    if not path.is_file():
+        raise ConfigError(f"{shown_as}={path} is not a file; point it at {what}")
 
 
 def one_checkpoint(cfg: DictConfig, purpose: str, what: str = BEST) -> Path:
@@ -96,7 +106,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backen
         raise CheckpointError(f"{path}'s weights do not fit the network its settings describe: {error}") from None
     device = torch.device(device)
     return TrainedModel(net.to(device), dict(hparams["data"]), dict(hparams["inference"]), device,
-                        hparams.get("precision", "32-true"), backend)
+                        hparams.get("precision", "32-true"), backend, checkpoint.get("global_step"))
 
 
 def run_folder(checkpoint: Path) -> Path:

@@ -21,6 +21,7 @@ class TrainedModel:
     device: torch.device
     precision: str = "32-true"  # the trainer's; inference runs under the same autocast
     backend: str = "auto"  # the edge op's backend in net
+    step: int | None = None  # the optimizer step the weights were saved at (a checkpoint's)
 
     def __post_init__(self) -> None:
         if isinstance(self.net, torch.nn.Module):

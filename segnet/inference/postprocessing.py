@@ -90,3 +90,30 @@ def rules_for(given: str | None, folders: list[Path]) -> Rules:
         raise ConfigError("the checkpoints' run folders hold different postprocessing.json (or only some do): "
                           "decide one for the ensemble with segnet-postprocess, or give postprocessing=PATH or none")
     return found.pop()
+
+
+def rules_files(given: str | None, folders: list[Path]) -> list[Path]:
+    """The postprocessing.json files postprocessing=`given` reads (rules_for)."""
+    if given == "auto":
+        return [path for path in (folder / FILE for folder in folders) if path.is_file()]
+    return [] if given in (None, "none") else [Path(given)]
+
+
+def rules_origin(files: list[Path], cases: list[str]) -> dict:
+    """Where rules read from `files` were decided (segnet-postprocess's runs and cases), and whether
+    a score of `cases` under them is optimistic: rules chosen on the very cases they are scored on
+    (the cross-validation's) raise that score by their choice alone. None: a file that does not
+    name its cases (an older segnet's) leaves it unknown."""
+    decided = [json.loads(path.read_text()).get("decided_on", {}) for path in files]
+    chosen_on = {name for record in decided for name in record.get("case_names", [])}
+    unnamed = [str(path) for path, record in zip(files, decided, strict=True) if "case_names" not in record]
+    overlap = chosen_on & set(cases)
+    if overlap:
+        optimistic, why = True, f"the rules were chosen on {len(overlap)} of the {len(cases)} cases scored here"
+    elif unnamed:
+        optimistic, why = None, f"{', '.join(unnamed)} does not name the cases its rules were chosen on"
+    else:
+        optimistic, why = False, "the rules were chosen on other cases" if files else "no rules applied"
+    return {"files": [str(path.resolve()) for path in files],
+            "decided_on_runs": sorted({run for record in decided for run in record.get("runs", [])}),
+            "decided_on_cases": sorted(chosen_on), "optimistic": optimistic, "why": why}

@@ -136,6 +136,7 @@ class Prediction:
     case: Case
     label_map: np.ndarray  # on the image's own grid
     file: Path
+    unprocessed: np.ndarray  # the label map before the postprocessing rules
 
 
 class PredictionWriter:
@@ -166,7 +167,8 @@ class PredictionWriter:
         meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
         loaded["prob"] = MetaTensor(probabilities, **meta)
         restored = np.asarray(self.restore(loaded)["prob"], np.float32)
-        label_map = self.rules.apply(restored.argmax(0).astype(np.uint8))
+        unprocessed = restored.argmax(0).astype(np.uint8)
+        label_map = self.rules.apply(unprocessed)
         first_image = nib.load(case.images[0])
         if self.save_probabilities:
             with atomic_path(self.probabilities_path(case)) as temporary:
@@ -174,7 +176,7 @@ class PredictionWriter:
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
             nib.save(label_image_like(label_map, first_image, self.stamp), str(temporary))
-        return Prediction(case, label_map, path)
+        return Prediction(case, label_map, path, unprocessed)
 
     def label_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}.nii.gz"

@@ -26,19 +26,12 @@ from typing import Any
 from segnet.data.derived import digest, file_digest
 from segnet.errors import ConfigError
 from segnet.files import write_json
-from segnet.inference.postprocessing import FILE, Rules
+from segnet.inference.postprocessing import Rules
 from segnet.inference.predictor import Predictor
 
 log = logging.getLogger(__name__)
 RECORD = "predicted_by.json"
 STAMP = "segnet-predict model "  # then the id: a label map's header description
-
-
-def rules_files(given: str | None, folders: list[Path]) -> list[Path]:
-    """The postprocessing.json files postprocessing=`given` reads (segnet.inference.postprocessing.rules_for)."""
-    if given == "auto":
-        return [path for path in (folder / FILE for folder in folders) if path.is_file()]
-    return [] if given in (None, "none") else [Path(given)]
 
 
 def identity(record: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import check_compatible, read_reference, select_cases
 from segnet.files import write_json
 from segnet.inference.api import check_headers
-from segnet.inference.loading import load_for_inference
+from segnet.inference.loading import check_checkpoint_file, load_for_inference
 from segnet.inference.postprocessing import FILE, case_scores
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import nanmean
@@ -29,21 +29,20 @@ log = logging.getLogger(__name__)
 USAGE = "segnet-postprocess data.root=DATASET 'runs=[RUN_FOLD0,RUN_FOLD1,...]'"
 
 
-def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> list[dict[str, list[float]]]:
-    """Every validation case of one run, predicted and scored under each trial."""
+def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> dict[str, dict[str, list[float]]]:
+    """Every validation case of one run, predicted and scored under each trial, by case name."""
     checkpoint = run / "checkpoints" / cfg.checkpoint
-    if not checkpoint.is_file():
-        raise ConfigError(f"{checkpoint} is not a file: runs= takes training run folders ({USAGE})")
+    check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
     check_compatible(model, description, checkpoint)
     cases = select_cases(description, "validation", model.data, run / "splits.json")
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
     writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output)
-    scores = []
+    scores = {}
     for case in cases:
         prediction = writer.run_case(case).label_map
         reference, _ = read_reference(case.label, prediction.shape)
-        scores.append(case_scores(prediction, reference, description.num_classes, description.ignore_label))
+        scores[case.name] = case_scores(prediction, reference, description.num_classes, description.ignore_label)
     log.info("%s: %d validation case(s) predicted into %s", run, len(cases), output)
     return scores
 
@@ -54,11 +53,14 @@ def postprocess(cfg: DictConfig) -> dict[str, Any]:
     description = describe_dataset(str(cfg.data.root))
     runs = [Path(run) for run in cfg.runs]
     output = Path(cfg.paths.output_dir)
-    scores = [s for i, run in enumerate(runs) for s in fold_scores(run, cfg, description, output / f"run_{i}")]
+    folds = [fold_scores(run, cfg, description, output / f"run_{i}") for i, run in enumerate(runs)]
+    scores = [case for fold in folds for case in fold.values()]
     rules, means = decide(scores)
     names = description.class_names[1:]
     record = {**rules.to_json(), "decided_on": {
         "runs": [str(run.resolve()) for run in runs], "cases": len(scores),
+        "case_names": sorted({name for fold in folds for name in fold}),
+        "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
         "mean_dice_per_class": {trial: dict(zip(names, values, strict=True)) for trial, values in means.items()}}}
     for folder in (output, *runs):
         write_json(folder / FILE, record)

@@ -10,6 +10,7 @@ import re
 import nibabel as nib
 import numpy as np
 import pytest
+import torch
 from scipy import ndimage
 
 from helpers.checkpoints import MODEL_3D, rename_in_dataset_json, run_data, write_checkpoint
@@ -83,11 +84,13 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
     record = postprocess(compose_config([f"data.root={root}", f"runs=[{run}]", "checkpoint=last.ckpt", "tta=false",
                                          "op=cpp"], output_dir=tmp_path / "decided", name="postprocess"))
     assert json.loads((run / FILE).read_text()) == record == json.loads((tmp_path / "decided" / FILE).read_text())
-    assert record["decided_on"]["cases"] == len(list((tmp_path / "decided" / "run_0").glob("*.nii.gz"))) > 0
+    decided_on = sorted(path.name.removesuffix(".nii.gz") for path in (tmp_path / "decided" / "run_0").glob("*.nii.gz"))
+    assert record["decided_on"]["cases"] == len(decided_on) > 0
+    assert record["decided_on"]["case_names"] == decided_on
 
     # Evaluation with the run's rules (auto) and without: every prediction gets a stray class-1
     # island in a corner, which keeping class 1's largest component removes.
-    (run / FILE).write_text(json.dumps(Rules(classes=(1,)).to_json()))
+    (run / FILE).write_text(json.dumps({**record, **Rules(classes=(1,)).to_json()}))
     predict = Evaluator.predict
 
     def with_an_island(self, image):
@@ -102,11 +105,23 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
                                  f"postprocessing={given}"], output_dir=tmp_path / given, name="evaluate"))
     assert set(class_components(tmp_path / "auto" / "predictions", 1)) == {1}
     assert min(class_components(tmp_path / "none" / "predictions", 1)) >= 2
+    # Each summary says what it scored; the rules were chosen on these very cases, so the score
+    # with them is marked optimistic and the score without them is beside it.
+    ruled, plain = (json.loads((tmp_path / given / "summary.json").read_text()) for given in ("auto", "none"))
+    assert ruled["evaluated"]["checkpoint"] == str((run / "checkpoints" / "last.ckpt").resolve())
+    assert ruled["evaluated"]["step"] == torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    assert ruled["evaluated"]["tta"] is True and ruled["evaluated"]["split"] == "validation"
+    origin = ruled["evaluated"]["postprocessing"]
+    assert origin["rules"] == Rules(classes=(1,)).to_json() and origin["files"] == [str((run / FILE).resolve())]
+    assert origin["optimistic"] is True and origin["decided_on_cases"] == decided_on
+    assert ruled["without_postprocessing"]["foreground_mean"] == plain["foreground_mean"]
+    assert ruled["foreground_mean"]["Dice"] > plain["foreground_mean"]["Dice"]
+    assert plain["evaluated"]["postprocessing"]["optimistic"] is False and "without_postprocessing" not in plain
 
 
 def test_a_dataset_that_numbers_the_classes_otherwise_is_refused_before_anything_is_decided(tmp_path):
     run = tmp_path / "run"
-    checkpoint = run / "checkpoints" / "best.ckpt"
+    checkpoint = run / "checkpoints" / "final.ckpt"
     write_checkpoint(checkpoint, MODEL_3D, run_data())  # trained on background, core, shell
     root = rename_in_dataset_json(write_decathlon(tmp_path / "Swapped", cases=4),
                                   classes=("background", "shell", "core"))
