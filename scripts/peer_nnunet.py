@@ -6,25 +6,33 @@
 DATASET is a Decathlon (MSD) folder or an nnU-Net v2 raw folder. Needs the `peer` extra
 (`pip install -e ".[peer]"`: nnunetv2); segnet itself never imports nnU-Net.
 
-1. nnU-Net's raw layout: its own MSD converter (a Decathlon folder, staged under DIR with the
-   name and the empty imagesTs the converter wants), or the nnU-Net folder linked as it is.
-2. nnU-Net plans and preprocesses with its own fingerprint extractor, planner and preprocessor;
-   its splits_final.json is segnet's split of the dataset (the same 5-fold KFold, seed 12345), so
-   both validate on the same cases.
-3. The budget: each tool first trains K steps to measure its step time on this device (nnU-Net
-   two epochs of K, the second timed; segnet the median step after the first); nnU-Net
-   then gets epochs x iterations (250 per epoch, a fifth of that in validation iterations, as
-   its defaults) and segnet trainer.max_steps, sized to S seconds each.
-4. nnU-Net's trainer trains the fold and its own predictor predicts the validation cases
-   (perform_actual_validation, the final weights); segnet trains its defaults
-   (data=folder, every other setting as shipped) and segnet-evaluate predicts the same cases.
-5. One evaluator scores both (segnet.evaluation.evaluator.score_case: Dice, HD95, NSD, each
-   prediction against its label file) and segnet's paired statistics compare them per case:
+Both tools are treated alike:
+1. The same cases: nnU-Net's raw layout is made by its own MSD converter (a Decathlon folder,
+   staged under DIR with the name and the empty imagesTs the converter wants), or the nnU-Net
+   folder is linked as it is; its splits_final.json is segnet's split of the dataset (the split
+   the dataset states, in its splits_final.json or dataset.json's validation list, else the same
+   5-fold KFold, seed 12345), so both train and validate on the same cases.
+2. The same training time, loading and augmentation included: each tool first trains 2K steps
+   and times the last K end to end (nnU-Net two epochs of K, the second timed, its validation
+   iterations in it; segnet from one step's end to the next, the wait for data and device
+   augmentation in it); nnU-Net then gets epochs x iterations (250 per epoch, a fifth of that in
+   validation iterations, as its defaults) and segnet trainer.max_steps, sized to S seconds each.
+   The table gives the seconds and steps each actually trained.
+3. The same kind of weights and the same test-time augmentation: each tool predicts the
+   validation cases with its final weights (nnU-Net's perform_actual_validation, segnet-evaluate
+   with the run's final.ckpt), both mirrored over every combination of the spatial axes, as
+   nnU-Net validates; neither postprocesses.
+4. One evaluator: segnet.evaluation.evaluator.score_case scores every prediction against its
+   label file (Dice, HD95, NSD), and segnet's paired statistics compare the tools per case:
    segnet minus nnU-Net, the bootstrap interval, Wilcoxon's p, the verdict.
 
-Writes into DIR: peer.md (the table, also printed), peer.json (every number, the step times and
-training seconds of both: nnU-Net's run_training, segnet's fit), peer.png (the per-case
-differences), the nnU-Net folders, and segnet's run and evaluation folders.
+A third row trains nnU-Net with segnet's patch and batch (nnU-Net's own network topology for
+that patch, set through another nnU-Net plans file, nnUNetPlans_segnetpatch), so the table shows
+how much of a gap is the plan and how much the recipe.
+
+Writes into DIR: peer.md (the table, also printed), peer.json (every number, the step times,
+seconds and steps of each), peer.png (the per-case differences), the nnU-Net folders, and
+segnet's run and evaluation folders.
 """
 
 from __future__ import annotations
@@ -48,6 +56,11 @@ DATASET_ID = 900
 FOLDS, SPLIT_SEED = 5, 12345  # conf/data/folder.yaml's num_folds and split_seed
 METRICS = ("Dice", "HD95", "NSD")
 CONFIGURATIONS = {"2d": 2, "3d_fullres": 3}
+PLAN_MATCHED = "nnUNetPlans_segnetpatch"  # nnU-Net's plans with segnet's patch and batch
+TOOLS = {"nnunet": "nnU-Net", PLAN_MATCHED: "nnU-Net, segnet's patch and batch", "segnet": "segnet"}
+COMPARED = ("same cases; the same training seconds each, loading and augmentation included; final weights; "
+            "test-time mirroring over every combination of the spatial axes on both sides; no postprocessing; "
+            "one evaluator (segnet's score_case)")
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -101,12 +114,11 @@ def nnunet_raw(dataset: Path, output: Path) -> str:
 
 
 def segnet_split(dataset: Path) -> list[dict[str, list[str]]]:
-    """segnet's five folds of the dataset (as training makes them: data.num_folds, data.split_seed)."""
+    """The folds segnet trains on the dataset: the split it states, else data.num_folds of data.split_seed."""
     from segnet.data.dataset_json import describe_dataset
-    from segnet.data.splits import choose_split
+    from segnet.data.splits import dataset_splits
 
-    description = describe_dataset(str(dataset))
-    return [choose_split(description, fold, FOLDS, SPLIT_SEED).to_json() for fold in range(FOLDS)]
+    return dataset_splits(describe_dataset(str(dataset)), FOLDS, SPLIT_SEED)[0]
 
 
 def nnunet_prepare(name: str, configuration: str, splits: list[dict[str, list[str]]]) -> None:
@@ -120,57 +132,109 @@ def nnunet_prepare(name: str, configuration: str, splits: list[dict[str, list[st
     (folder / "splits_final.json").write_text(json.dumps([{"train": s["train"], "val": s["val"]} for s in splits]))
 
 
-def nnunet_trainer(name: str, configuration: str, fold: int, device, iterations: int, epochs: int):
+def plan_matched(name: str, configuration: str, patch: list[int], batch: int) -> list[int]:
+    """nnU-Net's plans with segnet's patch and batch, as nnU-Net would build the configuration for
+    that patch (its network topology, which may round the patch up to what its poolings divide),
+    written as another plans file beside nnUNetPlans.json; the patch it trains."""
+    from nnunetv2.experiment_planning.experiment_planners.default_experiment_planner import ExperimentPlanner
+    from nnunetv2.experiment_planning.experiment_planners.network_topology import get_pool_and_conv_props
+
+    folder = Path(os.environ["nnUNet_preprocessed"]) / name
+    plans = json.loads((folder / "nnUNetPlans.json").read_text())
+    planned = plans["configurations"][configuration]
+    planner = ExperimentPlanner(name)  # its topology settings
+    _, strides, kernels, patch, _ = get_pool_and_conv_props(planned["spacing"], patch,
+                                                            planner.UNet_featuremap_min_edge_length, 999999)
+    stages, widest = len(strides), planner.UNet_max_features_2d if len(patch) == 2 else planner.UNet_max_features_3d
+    planned["architecture"]["arch_kwargs"].update(
+        n_stages=stages, strides=strides, kernel_sizes=kernels,
+        features_per_stage=[min(widest, planner.UNet_base_num_features * 2**i) for i in range(stages)],
+        n_conv_per_stage=list(planner.UNet_blocks_per_stage_encoder[:stages]),
+        n_conv_per_stage_decoder=list(planner.UNet_blocks_per_stage_decoder[: stages - 1]))
+    planned.update(patch_size=[int(n) for n in patch], batch_size=int(batch))  # same data_identifier: same arrays
+    plans["plans_name"] = PLAN_MATCHED
+    (folder / f"{PLAN_MATCHED}.json").write_text(json.dumps(plans, indent=2))
+    return planned["patch_size"]
+
+
+def in_nnunet_axes(name: str, configuration: str, patch: list[int]) -> list[int]:
+    """segnet's patch (its axes: the image's voxel axes, a 2D patch the first two, sliced along the
+    last) in nnU-Net's axes: SimpleITK's reversed order, then the plans' transpose_forward (a 2D
+    configuration slices along its first axis). A 2D pair that slices along other axes cannot be
+    matched, and is refused."""
+    plans = json.loads((Path(os.environ["nnUNet_preprocessed"]) / name / "nnUNetPlans.json").read_text())
+    file_axis = [2 - axis for axis in plans["transpose_forward"]]  # nnU-Net's axis i is the file's file_axis[i]
+    if configuration == "3d_fullres":
+        return [patch[axis] for axis in file_axis]
+    if file_axis[0] != 2:
+        raise SystemExit(f"nnU-Net's 2d configuration slices along the images' axis {file_axis[0]}, segnet's along "
+                         "axis 2: their patches cannot be matched; run with --configuration 3d_fullres")
+    return [patch[axis] for axis in file_axis[1:]]
+
+
+def nnunet_trainer(name: str, configuration: str, fold: int, device, iterations: int, epochs: int,
+                   plans: str = "nnUNetPlans"):
     """nnU-Net's default trainer, as nnUNetv2_train makes it, for `epochs` x `iterations`."""
     from nnunetv2.run.run_training import get_trainer_from_args
 
-    trainer = get_trainer_from_args(name, configuration, fold, device=device)
+    trainer = get_trainer_from_args(name, configuration, fold, plans_identifier=plans, device=device)
     trainer.num_iterations_per_epoch = iterations
     trainer.num_val_iterations_per_epoch = max(1, iterations // VALIDATION_SHARE)
     trainer.num_epochs = epochs
     return trainer
 
 
-def nnunet_run(name: str, configuration: str, fold: int, budget: float, calibration: int) -> dict[str, Any]:
-    """Trains the fold for the budget and predicts its validation cases; the folder of predictions."""
+def nnunet_run(name: str, configuration: str, fold: int, budget: float, calibration: int,
+               plans: str = "nnUNetPlans") -> dict[str, Any]:
+    """Trains the fold for the budget and predicts its validation cases (final weights, mirrored)."""
     import torch
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     # Two epochs, the second one timed: the first also starts the data workers and warms up, which
     # per step of a short calibration would count several times over (segnet's probe skips its
-    # first step for the same reason).
-    probe = nnunet_trainer(name, configuration, fold, device, calibration, 2)
+    # first K steps for the same reason).
+    probe = nnunet_trainer(name, configuration, fold, device, calibration, 2, plans)
     probe.run_training()
     seconds = probe.logger.get_value("epoch_end_timestamps", step=-1) - probe.logger.get_value(
         "epoch_start_timestamps", step=-1)
-    step = seconds / calibration  # a training iteration and its share of validation iterations
+    step = seconds / calibration  # a training iteration, its loading and its share of validation iterations
     shutil.rmtree(probe.output_folder)
     steps = max(1, math.floor(budget / step))
     epochs = max(1, round(steps / ITERATIONS_PER_EPOCH))
-    trainer = nnunet_trainer(name, configuration, fold, device, max(1, steps // epochs), epochs)
+    trainer = nnunet_trainer(name, configuration, fold, device, max(1, steps // epochs), epochs, plans)
     start = time.perf_counter()
     trainer.run_training()
     train_seconds = time.perf_counter() - start
-    trainer.perform_actual_validation(save_probabilities=False)
-    return {"step_seconds": step, "epochs": epochs, "iterations_per_epoch": trainer.num_iterations_per_epoch,
-            "train_seconds": train_seconds, "predictions": str(Path(trainer.output_folder) / "validation")}
+    trainer.perform_actual_validation(save_probabilities=False)  # checkpoint_final's weights, mirrored
+    trained = trainer.configuration_manager
+    return {"step_seconds": step, "steps": epochs * trainer.num_iterations_per_epoch, "epochs": epochs,
+            "iterations_per_epoch": trainer.num_iterations_per_epoch, "train_seconds": train_seconds,
+            "patch_size": list(trained.patch_size), "batch_size": trained.batch_size,
+            "predictions": str(Path(trainer.output_folder) / "validation")}
 
 
 def segnet_run(dataset: Path, output: Path, dims: int, fold: int, seed: int, budget: float,
                calibration: int) -> dict[str, Any]:
-    """segnet's defaults on the fold for the budget, then segnet-evaluate on its validation cases."""
+    """segnet's defaults on the fold for the budget, then segnet-evaluate on its validation cases
+    with the run's final weights, mirrored."""
+    import torch
+
     common = folder_training(dataset, dims, fold, seed)
     probe = output / "segnet_probe"
-    segnet_command(["train.py"], [*common, f"trainer.max_steps={calibration}", "callbacks.step_timer.skip=1"], probe)
-    step = json.loads((probe / "metrics.json").read_text())["step_time_ms_median"] / 1000
+    segnet_command(["train.py"], [*common, f"trainer.max_steps={2 * calibration}",
+                                  f"callbacks.step_timer.skip={calibration}"], probe)
+    step = json.loads((probe / "metrics.json").read_text())["step_wall_ms_mean"] / 1000
     shutil.rmtree(probe)
     steps = max(1, math.floor(budget / step))
     run, evaluation = output / "segnet_run", output / "segnet_evaluation"
     segnet_command(["train.py"], [*common, f"trainer.max_steps={steps}"], run)
     metrics = json.loads((run / "metrics.json").read_text())
-    segnet_command(["scripts/evaluate.py"], [f"ckpt_path={metrics['checkpoints']['best']}", f"data.root={dataset}"],
-                   evaluation)
-    return {"step_seconds": step, "max_steps": steps, "fit_seconds": metrics["fit_seconds"],
+    segnet_command(["scripts/evaluate.py"], [f"ckpt_path={metrics['checkpoints']['final']}", f"data.root={dataset}",
+                                             "tta=true", "postprocessing=none"], evaluation)
+    data = torch.load(metrics["checkpoints"]["final"], map_location="cpu", weights_only=True, mmap=True)[
+        "hyper_parameters"]["data"]
+    return {"step_seconds": step, "steps": metrics["global_step"], "train_seconds": metrics["fit_seconds"],
+            "patch_size": list(data["patch_size"]), "batch_size": data["batch_size"] * data["samples_per_volume"],
             "predictions": str(evaluation / "predictions")}
 
 
@@ -198,32 +262,34 @@ def scores(predictions: Path, dataset: Path, cases: list[str], tool: str, fold: 
 
 
 def report(rows: list[dict[str, Any]], runs: dict[str, Any], output: Path) -> str:
+    """The table: segnet against each nnU-Net row per case, and what each tool trained."""
     from segnet.evaluation.statistics import compare
-    from segnet.metrics import nanmean
 
-    means = {(r["variant"], r["metric"]): [] for r in rows}
-    for r in rows:
-        means[(r["variant"], r["metric"])].append(r["value"])
     lines = [f"# segnet vs nnU-Net v2: {runs['dataset']}, fold {runs['fold']}, {runs['configuration']}, "
-             f"{runs['budget_seconds']:g} s of training each", "",
-             "| metric | nnU-Net | segnet | segnet - nnU-Net (per case) | 95 % interval | Wilcoxon p | verdict |",
-             "|---|---|---|---|---|---|---|"]
-    comparisons = {}
-    for metric in METRICS:
-        (row,) = compare(rows, "nnunet", metric)
-        comparisons[metric] = row
-        peer, ours = (float(nanmean(means[(tool, metric)])) for tool in ("nnunet", "segnet"))
-        lines.append(f"| {metric} | {peer:.4f} | {ours:.4f} | {row['mean_difference']:+.4f} | "
-                     f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | {row['p_wilcoxon']:.3g} | {row['verdict']} |")
-    lines += ["", "| | step (s) | training (s) | steps |", "|---|---|---|---|",
-              f"| nnU-Net | {runs['nnunet']['step_seconds']:.3f} | {runs['nnunet']['train_seconds']:.0f} | "
-              f"{runs['nnunet']['epochs']} x {runs['nnunet']['iterations_per_epoch']} |",
-              f"| segnet | {runs['segnet']['step_seconds']:.3f} | {runs['segnet']['fit_seconds']:.0f} | "
-              f"{runs['segnet']['max_steps']} |"]
+             f"{runs['budget_seconds']:g} s of training each", "", f"Compared: {COMPARED}.", "",
+             "| metric | baseline | baseline's | segnet's | segnet - baseline (per case) | 95 % interval | Wilcoxon p "
+             "| verdict |", "|---|---|---|---|---|---|---|---|"]
+    comparisons: dict[str, dict[str, Any]] = {}
+    for baseline in ("nnunet", PLAN_MATCHED):
+        pair = [r for r in rows if r["variant"] in (baseline, "segnet")]
+        for metric in METRICS:
+            (row,) = compare(pair, baseline, metric)
+            comparisons.setdefault(baseline, {})[metric] = row
+            lines.append(f"| {metric} | {TOOLS[baseline]} | {row['baseline_mean']:.4f} | {row['variant_mean']:.4f} | "
+                         f"{row['mean_difference']:+.4f} | [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | "
+                         f"{row['p_wilcoxon']:.3g} | {row['verdict']} |")
+    rule = "; ".join(f"{m}: {comparisons['nnunet'][m]['absent_class']}" for m in METRICS)
+    lines += ["", f"Per case, {rule}.", "", "| | patch | crops per step | step (s), calibrated | trained (s) | steps |",
+              "|---|---|---|---|---|---|"]
+    for tool, name in TOOLS.items():
+        run = runs[tool]
+        lines.append(f"| {name} | {' x '.join(map(str, run['patch_size']))} | {run['batch_size']} | "
+                     f"{run['step_seconds']:.3f} | {run['train_seconds']:.0f} | {run['steps']} |")
     text = "\n".join(lines) + "\n"
     (output / "peer.md").write_text(text)
-    (output / "peer.json").write_text(json.dumps({**runs, "comparison": comparisons, "scores": rows}, indent=2))
-    plot(rows, comparisons, output / "peer.png")
+    (output / "peer.json").write_text(json.dumps({**runs, "compared": COMPARED, "comparison": comparisons,
+                                                  "scores": rows}, indent=2))
+    plot(rows, comparisons["nnunet"], output / "peer.png")
     return text
 
 
@@ -258,19 +324,25 @@ def main(argv: list[str] | None = None) -> int:
     args.output.mkdir(parents=True, exist_ok=True)
     point_nnunet_at(args.output)
     dataset = args.dataset.resolve()
-    if not 0 <= args.fold < FOLDS:
-        raise SystemExit(f"--fold {args.fold}: use 0 to {FOLDS - 1}")
     splits = segnet_split(dataset)
+    if not 0 <= args.fold < len(splits):
+        raise SystemExit(f"--fold {args.fold}: the dataset's split has {len(splits)} fold(s); "
+                         f"use 0 to {len(splits) - 1}")
     name = nnunet_raw(dataset, args.output)
     nnunet_prepare(name, args.configuration, splits)
     nnunet = nnunet_run(name, args.configuration, args.fold, args.budget_seconds, args.calibration_steps)
     ours = segnet_run(dataset, args.output, CONFIGURATIONS[args.configuration], args.fold, args.seed,
                       args.budget_seconds, args.calibration_steps)
+    plan_matched(name, args.configuration, in_nnunet_axes(name, args.configuration, ours["patch_size"]),
+                 ours["batch_size"])
+    matched = nnunet_run(name, args.configuration, args.fold, args.budget_seconds, args.calibration_steps,
+                         PLAN_MATCHED)
     cases = splits[args.fold]["val"]
-    rows = (scores(Path(nnunet["predictions"]), dataset, cases, "nnunet", args.fold)
-            + scores(Path(ours["predictions"]), dataset, cases, "segnet", args.fold))
+    predictions = {"nnunet": nnunet, PLAN_MATCHED: matched, "segnet": ours}
+    rows = [row for tool, run in predictions.items()
+            for row in scores(Path(run["predictions"]), dataset, cases, tool, args.fold)]
     runs = {"dataset": str(dataset), "fold": args.fold, "configuration": args.configuration,
-            "budget_seconds": args.budget_seconds, "cases": cases, "nnunet": nnunet, "segnet": ours}
+            "budget_seconds": args.budget_seconds, "cases": cases, **predictions}
     print(report(rows, runs, args.output))
     return 0
 

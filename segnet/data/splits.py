@@ -67,6 +67,19 @@ def _cases(names: Sequence[str], by_name: dict[str, Case], source: Path | str) -
     return tuple(by_name[n] for n in names)
 
 
+def dataset_splits(description: DatasetDescription, num_folds: int, split_seed: int) -> tuple[list[dict], str]:
+    """Every fold's {"train": names, "val": names}, and where they come from: the dataset's own
+    splits_final.json, else its dataset.json's validation list (one fold), else a k-fold split."""
+    final = description.root / "splits_final.json"
+    if final.is_file():
+        return json.loads(final.read_text()), str(final)
+    if description.validation:
+        return ([{"train": [c.name for c in description.training], "val": [c.name for c in description.validation]}],
+                f"{description.root / 'dataset.json'} (its validation list)")
+    folds = kfold([c.name for c in description.labelled], num_folds, split_seed)
+    return folds, f"{num_folds}-fold, split seed {split_seed}"
+
+
 def choose_split(description: DatasetDescription, fold: int | str, num_folds: int, split_seed: int) -> Split:
     training = list(description.labelled)
     by_name = {c.name: c for c in training}
@@ -74,15 +87,7 @@ def choose_split(description: DatasetDescription, fold: int | str, num_folds: in
         return Split("all", "every case trains and validates", tuple(training), tuple(training))
     if not isinstance(fold, int) or fold < 0:
         raise ConfigError(f"data.fold={fold}; use a fold number from 0, or all")
-    final = description.root / "splits_final.json"
-    if final.is_file():
-        splits, source = json.loads(final.read_text()), str(final)
-    elif description.validation:
-        splits = [{"train": [c.name for c in description.training],
-                   "val": [c.name for c in description.validation]}]
-        source = f"{description.root / 'dataset.json'} (its validation list)"
-    else:
-        splits, source = kfold(list(by_name), num_folds, split_seed), f"{num_folds}-fold, split seed {split_seed}"
+    splits, source = dataset_splits(description, num_folds, split_seed)
     if fold >= len(splits):
         raise ConfigError(
             f"data.fold={fold}, but {source} has {len(splits)} fold(s): use 0 to {len(splits) - 1}, or all"

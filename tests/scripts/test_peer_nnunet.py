@@ -1,5 +1,7 @@
 """scripts/peer_nnunet.py end to end at a tiny budget: nnU-Net's converter, planner, trainer and
-predictor beside segnet's training and evaluation, on the same fold, scored by one evaluator."""
+predictor beside segnet's training and evaluation, on the same fold, scored by one evaluator,
+both sides alike: the same cases, the same measured seconds, final weights, mirrored; and nnU-Net
+once more with segnet's patch and batch."""
 
 from __future__ import annotations
 
@@ -12,9 +14,15 @@ import sys
 import pytest
 
 from helpers import ROOT
+from helpers.data import write_decathlon
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.phantom import write_phantom_dataset
 from segnet.data.splits import choose_split
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import peer_nnunet  # noqa: E402
+
+BUDGET = 4
 
 
 @pytest.mark.slow
@@ -22,7 +30,7 @@ def test_both_tools_train_for_the_budget_and_are_compared_on_the_same_cases(tmp_
     dataset = write_phantom_dataset(tmp_path / "Task01_Phantom", [((1.5, 1.5, 1.5), "RAS")] * 5)
     output = tmp_path / "peer"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "peer_nnunet.py"), str(dataset), "--budget-seconds", "4",
+        [sys.executable, str(ROOT / "scripts" / "peer_nnunet.py"), str(dataset), "--budget-seconds", str(BUDGET),
          "--calibration-steps", "2", "--fold", "1", "--output", str(output)],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
         env={**os.environ, "PYTHONPATH": str(ROOT), "SEGNET_PREPROCESSED": str(tmp_path / "cache")},
@@ -32,23 +40,39 @@ def test_both_tools_train_for_the_budget_and_are_compared_on_the_same_cases(tmp_
     fold = choose_split(describe_dataset(str(dataset)), 1, 5, 12345)
     assert result["cases"] == [case.name for case in fold.val]
     # nnU-Net trained and validated segnet's fold: its splits file is segnet's split
-    splits = json.loads((output / "nnUNet_preprocessed" / "Dataset900_Phantom" / "splits_final.json").read_text())
+    preprocessed = output / "nnUNet_preprocessed" / "Dataset900_Phantom"
+    splits = json.loads((preprocessed / "splits_final.json").read_text())
     assert splits[1] == {"train": [c.name for c in fold.train], "val": [c.name for c in fold.val]}
-    # each tool's steps sized to the budget by its own measured step time
-    nnunet, segnet = result["nnunet"], result["segnet"]
-    assert nnunet["epochs"] * nnunet["iterations_per_epoch"] == max(1, math.floor(4 / nnunet["step_seconds"]))
-    assert segnet["max_steps"] == max(1, math.floor(4 / segnet["step_seconds"]))
-    # one evaluator's scores for both, on every validation case and class
+    # each run's steps sized to the budget by its own step time, measured end to end
+    tools = ("nnunet", peer_nnunet.PLAN_MATCHED, "segnet")
+    for tool in tools:
+        assert result[tool]["steps"] == max(1, math.floor(BUDGET / result[tool]["step_seconds"])), tool
+    # the plan-matched nnU-Net trained segnet's crops: its batch, and its patch in nnU-Net's axes
+    matched = json.loads((preprocessed / f"{peer_nnunet.PLAN_MATCHED}.json").read_text())["configurations"]["2d"]
+    assert result[peer_nnunet.PLAN_MATCHED]["batch_size"] == matched["batch_size"] == result["segnet"]["batch_size"]
+    assert result[peer_nnunet.PLAN_MATCHED]["patch_size"] == matched["patch_size"]
+    assert sorted(matched["patch_size"]) == sorted(result["segnet"]["patch_size"])
+    # segnet scored with its final weights, mirrored, as nnU-Net validates
+    evaluated = json.loads((output / "segnet_evaluation" / "summary.json").read_text())["evaluated"]
+    assert evaluated["checkpoint"].endswith("segnet_run/checkpoints/final.ckpt") and evaluated["tta"] is True
+    assert evaluated["step"] == result["segnet"]["steps"]
+    assert evaluated["postprocessing"]["rules"] == {"foreground_largest_component": False,
+                                                    "classes_largest_component": []}
+    # one evaluator's scores for every run, on every validation case and class
     scored = {(row["variant"], row["case"], row["class"], row["metric"]) for row in result["scores"]}
-    assert scored == {(tool, case, c, metric) for tool in ("nnunet", "segnet") for case in result["cases"]
+    assert scored == {(tool, case, c, metric) for tool in tools for case in result["cases"]
                       for c in ("1", "2") for metric in ("Dice", "HD95", "NSD")}
     assert all(0 <= row["value"] <= 1 for row in result["scores"] if row["metric"] == "Dice")
     table = (output / "peer.md").read_text()
     assert table in done.stdout  # printed as written
-    assert all(f"| {metric} |" in table for metric in ("Dice", "HD95", "NSD"))
-    dice = result["comparison"]["Dice"]
-    by_tool = {tool: [r["value"] for r in result["scores"] if r["variant"] == tool and r["metric"] == "Dice"]
-               for tool in ("nnunet", "segnet")}
-    assert dice["mean_difference"] == pytest.approx(
-        sum(by_tool["segnet"]) / len(by_tool["segnet"]) - sum(by_tool["nnunet"]) / len(by_tool["nnunet"]), abs=1e-9)
+    assert f"Compared: {peer_nnunet.COMPARED}." in table and result["compared"] == peer_nnunet.COMPARED
+    for baseline in ("nnunet", peer_nnunet.PLAN_MATCHED):
+        dice = result["comparison"][baseline]["Dice"]
+        assert dice["mean_difference"] == pytest.approx(dice["variant_mean"] - dice["baseline_mean"], abs=1e-9)
+        assert f"| Dice | {peer_nnunet.TOOLS[baseline]} | {dice['baseline_mean']:.4f} |" in table
     assert (output / "peer.png").stat().st_size > 0
+
+
+def test_a_dataset_that_states_its_split_is_compared_on_it(tmp_path):
+    dataset = write_decathlon(tmp_path / "Task02_Stated", cases=4, validation=True)  # case_000 validates
+    assert peer_nnunet.segnet_split(dataset) == [{"train": ["case_001", "case_002", "case_003"], "val": ["case_000"]}]
