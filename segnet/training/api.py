@@ -17,7 +17,6 @@ import lightning as L
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 import ops
@@ -25,7 +24,7 @@ from segnet.cluster import is_first_process, trainer_uses_gpu
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
-from segnet.inference.loading import refusing_unsafe
+from segnet.inference.loading import FINAL, refusing_unsafe
 from segnet.inference.postprocessing import TRIALS
 from segnet.model.loss_terms import required_maps
 from segnet.planning.api import plan_for_run, record_plan, size_network
@@ -37,7 +36,6 @@ from segnet.training.module import SegmentationModule, postprocessed_dice
 from segnet.training.resume import SECTIONS, check_fresh_start, check_same_run, continue_in_run_folder, resume_from
 
 log = logging.getLogger(__name__)
-FINAL_CHECKPOINT = "final.ckpt"
 BEST_SELECTION = ("the highest val/dice_mean of all validations, the final one included, chosen on the same "
                   "validation cases it is scored on: an optimistic estimate")
 
@@ -243,13 +241,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     )
     reset_peak_memory()
     start = time.perf_counter()
-    try:
-        with refusing_unsafe(cfg.ckpt_path):
-            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
-    except SIGTERMException:  # ResumeState wrote last.ckpt at the step the signal arrived
-        log.warning("stopped by SIGTERM at step %d; the same command resumes from %s", trainer.global_step,
-                    output_dir / "checkpoints" / "last.ckpt")
-        raise
+    # A stop (SIGTERM, SIGINT) ends the fit in Lightning's SIGTERMException, a SystemExit whose code
+    # segnet.training.signals.GracefulStop chose, after it saved last.ckpt and said how to resume.
+    with refusing_unsafe(cfg.ckpt_path):
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     fit_seconds = time.perf_counter() - start
     # best.ckpt's ModelCheckpoint monitors the validation Dice; last.ckpt's monitors nothing
     checkpoint = next((c for c in trainer.checkpoint_callbacks if c.monitor), None)
@@ -264,7 +259,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         compete_for_best(trainer, checkpoint, final.get(checkpoint.monitor), last_path)
     # nnU-Net's checkpoint_final: the weights the commands that read a run use by default; only
     # a finished run has one (last.ckpt is also the state of a run stopped half-way)
-    final_path = output_dir / "checkpoints" / FINAL_CHECKPOINT
+    final_path = output_dir / "checkpoints" / FINAL
     trainer.save_checkpoint(final_path, weights_only=True)
     best_path = Path(checkpoint.best_model_path) if checkpoint and checkpoint.best_model_path else None
     timer = next(c for c in callbacks if isinstance(c, StepTimer))

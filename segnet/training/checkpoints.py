@@ -13,7 +13,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.trainer.states import TrainerFn
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -64,26 +64,41 @@ def set_rng_states(states: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss_next))
 
 
+def validation_from_the_start(fit_loop: dict[str, Any]) -> None:
+    """A checkpoint's fit-loop state (its "loops"/"fit_loop") as at the first batch of the
+    validation in progress: Lightning resumes from one written after that first batch past the
+    validation, as though done, and from this state runs it whole (its restart "mid
+    evaluation"), as the run that never stopped did."""
+    first_batch = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
+    fit_loop["epoch_loop.val_loop.batch_progress"] = {"total": dict(first_batch), "current": dict(first_batch),
+                                                      "is_last_batch": False}
+
+
 class ResumeState(L.Callback):
     """What Lightning's ModelCheckpoint for last.ckpt (conf/callbacks/default.yaml) lacks: the
-    generators' state in every checkpoint, the state at SIGTERM, and the final state at the end
-    of a fit whose `every_n_train_steps` saves (which replace its epoch-end saves) missed the
-    last step."""
+    generators' state in every checkpoint, a validation cut short by a stop run again on resume,
+    and the final state at the end of a fit whose `every_n_train_steps` saves (which replace its
+    epoch-end saves) missed the last step. (The save at a stop: segnet.training.signals.)"""
 
     def __init__(self, last_path: str, every_n_train_steps: int | None = None):
         self.last_path = Path(last_path)
         self.every_n_train_steps = every_n_train_steps
+        self.validating = False  # a validation of the fit has started and not yet ended
 
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        # SIGTERM (a preemption; SLURM's warning signal is Lightning's to requeue with): Lightning
-        # stops after the step in progress, and this saves it where ckpt_path=auto looks.
-        if isinstance(exception, SIGTERMException) and not trainer.fast_dev_run:
-            trainer.save_checkpoint(self.last_path)
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self.validating = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self.validating = False  # before ModelCheckpoint's saves at this hook: Lightning calls those last
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        if self.validating:  # a stop, or SLURM's requeue signal, in the middle of a validation
+            validation_from_the_start(checkpoint["loops"]["fit_loop"])
 
     def on_train_end(self, trainer, pl_module) -> None:
         every = self.every_n_train_steps
         if every and trainer.global_step % every and not trainer.fast_dev_run:
-            trainer.save_checkpoint(self.last_path)
+            trainer.save_checkpoint(self.last_path, weights_only=False)  # whole, to resume from
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": rng_states()}

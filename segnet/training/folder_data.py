@@ -26,6 +26,7 @@ from segnet.errors import ConfigError
 from segnet.preprocessing.api import preprocess
 from segnet.preprocessing.datasets import CropDataset, VolumeDataset
 from segnet.preprocessing.maps import ensure_maps
+from segnet.training.signals import ignore_stop_signals
 
 AUGMENT_ON = ("workers", "device")
 
@@ -125,10 +126,11 @@ class FolderDataModule(L.LightningDataModule):
         draws = DrawSampler(len(self.train_set), self.batch_size, per_rank, self.seed, rank, world, batches_taken)
         return DataLoader(SeededDraws(self.train_set), batch_size=self.batch_size, sampler=draws,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                          collate_fn=list_data_collate)
+                          worker_init_fn=ignore_stop_signals, collate_fn=list_data_collate)
 
     def val_dataloader(self) -> DataLoader:
         # Whole volumes of different sizes: one per batch.
         rank, world, _ = fit_position(self)
         return DataLoader(self.val_set, batch_size=1, sampler=validation_sampler(self.val_set, rank, world),
-                          num_workers=self.num_workers, collate_fn=list_data_collate)
+                          num_workers=self.num_workers, worker_init_fn=ignore_stop_signals,
+                          collate_fn=list_data_collate)

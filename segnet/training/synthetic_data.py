@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 from segnet.data.sampling import CasesOf, DrawSampler, fit_position, validation_sampler
 from segnet.data.synthetic import DIFFICULTIES, SyntheticSegmentation
 from segnet.errors import ConfigError
+from segnet.training.signals import ignore_stop_signals
 
 
 class SyntheticDataModule(L.LightningDataModule):
@@ -49,10 +50,10 @@ class SyntheticDataModule(L.LightningDataModule):
                             drop_last)
         return DataLoader(
             self.train_set, batch_size=self.batch_size, sampler=CasesOf(draws), num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0, drop_last=drop_last,
+            persistent_workers=self.num_workers > 0, drop_last=drop_last, worker_init_fn=ignore_stop_signals,
         )
 
     def val_dataloader(self) -> DataLoader:
         rank, world, _ = fit_position(self)
         return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers,
-                          sampler=validation_sampler(self.val_set, rank, world))
+                          worker_init_fn=ignore_stop_signals, sampler=validation_sampler(self.val_set, rank, world))

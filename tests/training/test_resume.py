@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers import ROOT
 from helpers.data import write_decathlon
+from helpers.stops import process_group, signal_at, step_file, wait_for_step
 from helpers.training import (
     FIT_PROBE,
     TINY_MODEL,
@@ -226,28 +228,72 @@ def test_a_killed_run_resumes_to_the_same_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_preempted_run_saves_at_sigterm_and_the_same_command_resumes(tmp_path):
-    # No epoch-end saves (every_n_train_steps replaces them): a last.ckpt can only come from SIGTERM.
-    total = 30 * STEPS_PER_EPOCH
+@pytest.mark.parametrize("stop,status", [(signal.SIGTERM, 0), (signal.SIGINT, 128 + signal.SIGINT)])
+def test_a_stop_to_the_process_group_saves_the_step_in_progress_and_the_same_command_resumes(tmp_path, stop, status):
+    # As timeout, scancel, a preemption or Ctrl-C stop a run: the signal to its whole process group,
+    # DataLoader workers included. No epoch-end saves (every_n_train_steps replaces them): a
+    # last.ckpt can only come from the stop.
+    total = 10 * STEPS_PER_EPOCH
     command = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path}/run", *tiny_overrides(), "op=cpp",
-               "trainer.max_epochs=30", "trainer.check_val_every_n_epoch=10",
-               f"callbacks.last_checkpoint.every_n_train_steps={10 * total}"]
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not list((tmp_path / "run").rglob("events.out.tfevents.*")) and time.monotonic() < deadline:
-        time.sleep(0.05)  # training has started
-    time.sleep(1.0)
-    process.send_signal(signal.SIGTERM)
-    stderr = process.communicate(timeout=300)[1]
+               "data.num_workers=1", "trainer.max_epochs=10", "trainer.check_val_every_n_epoch=5",
+               f"callbacks.last_checkpoint.every_n_train_steps={10 * total}", *step_file(tmp_path / "step")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "HYDRA_FULL_ERROR": "0"}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    trained = wait_for_step(tmp_path / "step", 3, process)
+    assert len(process_group(process.pid)) > 1, "no DataLoader worker in the process group to signal"
+    os.killpg(process.pid, stop)
+    output = "".join(process.communicate(timeout=300))
+    assert process.returncode == status, output[-3000:]
+    assert "Traceback" not in output and not process_group(process.pid, within=30)  # the workers ended with it
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    assert last.is_file(), stderr[-3000:]
+    hint = rf"stopped by {stop.name} at step (\d+); the same command resumes from {re.escape(str(last))}$"
+    (hinted,) = set(re.findall(hint, output, re.MULTILINE))
     stopped_at = checkpoint(last)["global_step"]
-    assert 0 < stopped_at < total
-    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)  # no ckpt_path typed
+    assert stopped_at == int(hinted) and trained <= stopped_at < total  # no step trained before the stop is lost
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["resumed_from"] == str(last) and metrics["global_step"] == total
     assert checkpoint(last)["global_step"] == total
+    # Lightning logs this when a checkpoint is *saved* without saying whether whole or weights only
+    assert "`weights_only` was not set" not in output + again.stdout + again.stderr
+
+
+def validations(run_folder) -> dict[int, float]:
+    """The step of the checkpoint each validation scored (see the first test) -> its mean Dice,
+    over every TensorBoard file of the run (a resume adds some)."""
+    return {step + 1: score for step, score in scalars(event_files(run_folder), "val/dice_mean").items()}
+
+
+@pytest.mark.parametrize("settings,stop", [
+    ([], signal_at("SIGTERM", 2 * STEPS_PER_EPOCH, "validation")),  # in the middle of the second validation
+    (["callbacks.last_checkpoint.every_n_train_steps=3"],  # mid-epoch, between periodic saves
+     signal_at("SIGTERM", 2 * STEPS_PER_EPOCH + 1, "training")),
+])
+def test_a_resumed_run_validates_at_the_steps_of_the_uninterrupted_one(tmp_path, settings, stop):
+    schedule = ["trainer.max_epochs=3", "data.num_val=8", *settings]  # 2 validation batches an epoch
+    whole = run(tmp_path / "whole", schedule)
+    with pytest.raises(SystemExit):
+        run(tmp_path / "parts", schedule + stop)
+    resumed = run(tmp_path / "parts", schedule)
+    assert sorted(validations(tmp_path / "whole")) == [2, 4, 6, 7]  # every epoch, and the final validation
+    assert validations(tmp_path / "parts") == pytest.approx(validations(tmp_path / "whole"), abs=1e-5)
+    assert resumed["global_step"] == whole["global_step"] and resumed["validation_seconds"] > 0
+
+
+def test_a_resume_reads_every_checkpoint_weights_only(tmp_path, monkeypatch):
+    run(tmp_path, ["trainer.max_epochs=1"])
+    read_as, load = [], torch.load
+
+    def recorded(*args, **kwargs):
+        read_as.append(kwargs.get("weights_only"))
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", recorded)
+    assert run(tmp_path, ["trainer.max_epochs=2"])["resumed_from"] == str(tmp_path / "checkpoints" / "last.ckpt")
+    # the configuration check, Lightning's restore of the fit, the final validation's weights, ...
+    assert len(read_as) >= 3 and set(read_as) == {True}, read_as
 
 
 def tiny_dataset_run(root, *overrides: str) -> list[str]:
