@@ -1,13 +1,15 @@
 """Write a generated dataset folder: python scripts/make_dataset.py KIND DIR [--cases N] [--seed S]
 
-Three kinds, each a Decathlon folder (dataset.json, imagesTr, labelsTr) that trains and plans as a
+Four kinds, each a Decathlon folder (dataset.json, imagesTr, labelsTr) that trains and plans as a
 real dataset does (folds, the plan's patch and batch, RandAffined); nothing is downloaded:
 - hard: thin tubes and rings at low contrast with partial volume (segnet.data.hard), volumes of
   independent 96 x 96 slices: train it in 2D (data.spatial_dims=2);
 - anisotropic: a 3D core-and-shell phantom among distractors (segnet.data.phantom) on thick-slice
   grids (0.7-0.9 mm in plane, 2-3 mm slices, RAS or LPS storage): train it in 3D;
 - brain: T1-like heads, grey and white matter with a folded cortex and partial volume
-  (segnet.data.brain), 1 x 1 x 4 mm: train it in 2D.
+  (segnet.data.brain), 1 x 1 x 4 mm: train it in 2D;
+- scanners: the brain heads, each case from its own scanner (intensity scale, tissue contrast as a
+  gamma, bias field strength, noise level), as a multi-site MRI dataset's: train it in 2D.
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ WRITERS = {
     "anisotropic": lambda root, cases, args: write_phantom_dataset(root, anisotropic_grids(cases, args.seed),
                                                                    100 * args.seed),
     "brain": lambda root, cases, args: write_brain_dataset(root, cases, args.seed),
+    "scanners": lambda root, cases, args: write_brain_dataset(root, cases, args.seed, scanner_variation=True),
 }
-DEFAULT_CASES = {"hard": 40, "anisotropic": 25, "brain": 40}
+DEFAULT_CASES = {"hard": 40, "anisotropic": 25, "brain": 40, "scanners": 40}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=sorted(WRITERS))
     parser.add_argument("root", type=Path, help="the dataset folder to write (made if missing)")
-    parser.add_argument("--cases", type=int, default=None, help="default: 40 (hard, brain), 25 (anisotropic)")
+    parser.add_argument("--cases", type=int, default=None, help="default: 40 (hard, brain, scanners), 25 (anisotropic)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=96, help="hard: in-plane voxels per side")
     parser.add_argument("--slices", type=int, default=4, help="hard: independent slices per volume")

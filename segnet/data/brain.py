@@ -10,10 +10,18 @@ tissue with the largest share of the voxel. The image is then multiplied by a sm
 blurred by a point-spread function and given Gaussian noise, as a scanner would. Slices of one
 case are one anatomy (the folds move slowly with height), so the case is a volume: train it in 2D
 (data.spatial_dims=2). Each case is a function of its seed.
+
+Every case of write_brain_dataset comes from one scanner (DEFAULT_SCANNER). With
+scanner_variation=True each case comes from its own (draw_scanner), as the cases of a real
+multi-site dataset do: its own intensity scale (arbitrary units, decades apart), tissue contrast
+(a gamma on the T1 values: other sequence timings), bias field strength and noise level, written
+as scanners write them: a magnitude image (Rician noise, never negative) in integers, so that
+where the noise is small against the scale's unit the air around the head is exactly zero.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +36,30 @@ BLUR = 0.5  # voxels: the point-spread function's standard deviation
 CLASS_NAMES = ("background", "grey_matter", "white_matter")
 TISSUES = ("outside", "scalp", "skull", "fluid", "grey", "white")
 T1 = {"outside": 0.0, "scalp": 0.65, "skull": 0.12, "fluid": 0.22, "grey": 0.52, "white": 0.78}
+
+
+@dataclass(frozen=True)
+class Scanner:
+    """How a scanner renders the T1 values: image = gain * (blur(T1 ** gamma * bias field) + noise),
+    the noise Gaussian, or with `magnitude` Rician (the modulus of complex Gaussian noise added to
+    the signal) and the image rounded to integers."""
+
+    gain: float = 1.0  # arbitrary units per T1 unit
+    gamma: float = 1.0  # tissue contrast: below 1 flattens it towards the bright end, above 1 stretches it
+    bias: float = 0.12  # the bias field's largest gain along each axis, +- this share
+    noise: float = 0.045  # the noise's standard deviation (of each complex part), in T1 units
+    magnitude: bool = False
+
+
+DEFAULT_SCANNER = Scanner()
+
+
+def draw_scanner(state: np.random.RandomState) -> Scanner:
+    """One scanner of a multi-site dataset: gain 10 to 3000, gamma 0.6 to 1.7 (log-uniform), bias
+    field up to +-5 to 35 %, noise 0.01 to 0.09; a magnitude image in integers."""
+    gain, gamma = 10 ** state.uniform(1.0, 3.5), np.exp(state.uniform(np.log(0.6), np.log(1.7)))
+    return Scanner(gain=float(gain), gamma=float(gamma), bias=float(state.uniform(0.05, 0.35)),
+                   noise=float(state.uniform(0.01, 0.09)), magnitude=True)
 
 
 def _tissue_map(
@@ -86,27 +118,36 @@ def tissue_shares(
 
 def brain_case(
     shape: tuple[int, int, int] = (96, 96, 6), spacing: tuple[float, float, float] = (1.0, 1.0, 4.0),
-    state: np.random.RandomState | None = None, noise: float = 0.045,
+    state: np.random.RandomState | None = None, scanner: Scanner = DEFAULT_SCANNER,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(image float32, label uint8: 0 background, 1 grey matter, 2 white matter) of one head."""
+    """(image float32, label uint8: 0 background, 1 grey matter, 2 white matter) of one head, as
+    `scanner` renders it."""
     state = state if state is not None else np.random.RandomState(0)
     shares = tissue_shares(shape, spacing, state)
-    intensity = np.array([T1[t] for t in TISSUES]) * state.uniform(0.95, 1.05, len(TISSUES))
+    intensity = (np.array([T1[t] for t in TISSUES]) * state.uniform(0.95, 1.05, len(TISSUES))) ** scanner.gamma
     image = np.tensordot(intensity, shares, axes=1)
     grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, n) for n in shape], indexing="ij"))
-    bias = 1 + np.tensordot(state.uniform(-0.12, 0.12, 3), grid, axes=1)  # a smooth gain, +-12 %
-    image = ndimage.gaussian_filter(image * bias, (BLUR, BLUR, 0)) + state.normal(0, noise, shape)
+    bias = 1 + np.tensordot(state.uniform(-scanner.bias, scanner.bias, 3), grid, axes=1)  # a smooth gain
+    image = ndimage.gaussian_filter(image * bias, (BLUR, BLUR, 0)) + state.normal(0, scanner.noise, shape)
+    if scanner.magnitude:
+        image = np.round(np.hypot(image, state.normal(0, scanner.noise, shape)) * scanner.gain)
+    else:
+        image = image * scanner.gain
     grey, white = TISSUES.index("grey"), TISSUES.index("white")
     winner = shares.argmax(axis=0)
     label = np.where(winner == grey, 1, np.where(winner == white, 2, 0)).astype(np.uint8)
     return image.astype(np.float32), label
 
 
-def write_brain_dataset(root: Path, cases: int = 40, seed: int = 0) -> Path:
-    """A Decathlon folder of `cases` heads of brain_case (1 x 1 mm in plane, 4 mm slices)."""
+def write_brain_dataset(root: Path, cases: int = 40, seed: int = 0, scanner_variation: bool = False) -> Path:
+    """A Decathlon folder of `cases` heads of brain_case (1 x 1 mm in plane, 4 mm slices): from one
+    scanner, or with scanner_variation each from its own (drawn apart from the anatomy, so the
+    heads are the same either way)."""
     names = [f"brain_{i:03d}" for i in range(cases)]
     spacing = (1.0, 1.0, 4.0)
     for i, name in enumerate(names):
-        image, label = brain_case(spacing=spacing, state=np.random.RandomState((seed * 1_000_003 + i) % 2**32))
+        case_seed = (seed * 1_000_003 + i) % 2**32
+        scanner = draw_scanner(np.random.RandomState(case_seed ^ 0x5CA2)) if scanner_variation else DEFAULT_SCANNER
+        image, label = brain_case(spacing=spacing, state=np.random.RandomState(case_seed), scanner=scanner)
         write_case(root, name, [image], label, affine_for(spacing, "RAS", image.shape))
     return write_dataset_json(root, "decathlon", CLASS_NAMES, ["T1"], names, name="Brain")

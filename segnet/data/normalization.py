@@ -6,8 +6,13 @@
   labels, not the air around the body).
 - "noNorm": left as stored.
 - "rescale_to_0_1": each volume scaled to [0, 1] by its minimum and maximum.
-- anything else (MRI, T1, T2, FLAIR, ...): z-scored per volume over the body, its non-zero
-  voxels, since MRI intensities have no absolute scale.
+- anything else (MRI, T1, T2, FLAIR, ...): z-scored per volume, since MRI intensities have no
+  absolute scale; over its non-zero voxels only where the dataset is masked (its cases' non-zero
+  bounding boxes have a median share of the volume under MASKED_BELOW: skull-stripped brains),
+  else over every voxel. nnU-Net decides this once per dataset too. Deciding it per volume, by
+  whichever voxels happen to be zero, does not carry across scanners: a magnitude image stored in
+  integers has an air background of exact zeros on a quiet scanner and of noise on another, and
+  the same tissue then lands on different z-scores (docs/data-and-planning.md).
 The plan (one entry per channel) is part of the dataset's plan (segnet.planning.planner), stored in
 the checkpoint, and used as is by evaluation and prediction.
 """
@@ -17,9 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from monai.config import KeysCollection
 from monai.transforms import MapTransform, NormalizeIntensity, ScaleIntensity
+
+MASKED_BELOW = 0.75  # nnU-Net's: cropping to the non-zero region would drop over a quarter of the volume
 
 
 def scheme_of(channel_name: str) -> str:
@@ -31,14 +39,25 @@ def scheme_of(channel_name: str) -> str:
     return "zscore"
 
 
-def normalization_plan(channel_names: Sequence[str], foreground: Sequence[dict[str, float]]) -> list[dict[str, Any]]:
-    """One entry per channel: its scheme, and for CT the dataset's foreground statistics (the
-    fingerprint's foreground_intensities, segnet.planning.fingerprint)."""
+def is_masked(nonzero_shares: Sequence[float]) -> bool:
+    """Whether a dataset's background is masked to zero: its cases' non-zero bounding boxes take up a
+    median share of their volumes under MASKED_BELOW (nnU-Net's rule, on its crop to the non-zero region)."""
+    return bool(nonzero_shares) and float(np.median(nonzero_shares)) < MASKED_BELOW
+
+
+def normalization_plan(
+    channel_names: Sequence[str], foreground: Sequence[dict[str, float]], nonzero_shares: Sequence[float],
+) -> list[dict[str, Any]]:
+    """One entry per channel: its scheme, for CT the dataset's foreground statistics (the
+    fingerprint's foreground_intensities, segnet.planning.fingerprint), for z-scores whether over the
+    non-zero voxels (is_masked, from the fingerprint's per-case nonzero_share)."""
     plan = []
     for channel, name in enumerate(channel_names):
         entry: dict[str, Any] = {"channel": name, "scheme": scheme_of(name)}
         if entry["scheme"] == "ct":
             entry.update({k: foreground[channel][k] for k in ("mean", "std", "percentile_00_5", "percentile_99_5")})
+        if entry["scheme"] == "zscore":
+            entry["nonzero"] = is_masked(nonzero_shares)
         plan.append(entry)
     return plan
 
@@ -72,4 +91,5 @@ def normalize(channel: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
         return ScaleIntensity(minv=0.0, maxv=1.0)(image)[0]
     if scheme == "noNorm":
         return channel
-    return NormalizeIntensity(nonzero=True)(image)[0]
+    # plans from before the choice was planned z-scored the non-zero voxels: their models keep it
+    return NormalizeIntensity(nonzero=entry.get("nonzero", True))(image)[0]

@@ -1,11 +1,13 @@
 """A dataset's fingerprint, as nnU-Net's: what planning needs, from one read of every case.
 
 Per case: the voxel spacing and shape in RAS axis order (whatever orientation the file is stored
-in, so cases stored in LPS, or with permuted axes, compare axis for axis), and the voxels of
-each class. Per channel: mean, standard deviation and 0.5 / 99.5 percentiles of the intensities
-under the labels (label > 0, the ignore label left out), from up to SAMPLES_PER_CASE voxels of
-every case: CT normalization uses them. The same read is the integrity check
-(segnet.planning.integrity): a case is fingerprinted only if it is sound. segnet.planning.record
+in, so cases stored in LPS, or with permuted axes, compare axis for axis), the voxels of each
+class, and the share of the volume in the bounding box of its non-zero voxels (any channel;
+nnU-Net's crop: whether the dataset is masked, which decides how MRI is z-scored). Per channel:
+mean, standard deviation and 0.5 / 99.5 percentiles of the intensities under the labels
+(label > 0, the ignore label left out), from up to SAMPLES_PER_CASE voxels of every case: CT
+normalization uses them. The same read is the integrity check (segnet.planning.integrity): a
+case is fingerprinted only if it is sound. segnet.planning.record
 makes both once per dataset and keeps them.
 """
 
@@ -50,6 +52,8 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
     counts = np.bincount(label.astype(np.int64).ravel(), minlength=description.num_classes)
     entry = {"name": case.name, "spacing": spacing, "shape": shape,
              "class_voxels": [int(v) for v in counts[: description.num_classes]]}
+    images = [np.asarray(loaded[path]) for path in case.images]
+    entry["nonzero_share"] = nonzero_share(images, label.shape)
     foreground = label > 0
     if description.ignore_label is not None:
         foreground &= label != description.ignore_label
@@ -58,11 +62,24 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
     chosen = np.sort(rng.choice(foreground, size=min(SAMPLES_PER_CASE, foreground.size), replace=False))
     samples = []
     for channel in range(description.in_channels):
-        image = np.asarray(loaded[case.images[channel] if len(case.images) > 1 else case.images[0]])
+        image = images[channel if len(case.images) > 1 else 0]
         if len(case.images) == 1 and image.ndim == label.ndim + 1:
             image = image[..., channel]  # one file holding every channel, channels last
         samples.append(image.ravel()[chosen].astype(np.float32))
     return entry, np.stack(samples)
+
+
+def nonzero_share(images: Sequence[np.ndarray], shape: Sequence[int]) -> float:
+    """The share of a volume of `shape` in the bounding box of the voxels non-zero in any of `images`
+    (each of that shape, or with its channels last)."""
+    nonzero = np.zeros(shape, bool)
+    for image in images:
+        nonzero |= (image != 0).reshape(*shape, -1).any(-1)
+    if not nonzero.any():
+        return 0.0
+    box = [np.flatnonzero(nonzero.any(axis=tuple(a for a in range(nonzero.ndim) if a != axis)))
+           for axis in range(nonzero.ndim)]
+    return float(np.prod([b[-1] - b[0] + 1 for b in box]) / nonzero.size)
 
 
 def summarize(description: DatasetDescription, entries: Sequence[dict], samples: Sequence[np.ndarray]) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from segnet.data.brain import GREY_MM, T1, TISSUES, brain_case, tissue_shares, write_brain_dataset
+from segnet.data.brain import GREY_MM, T1, TISSUES, Scanner, brain_case, tissue_shares, write_brain_dataset
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.phantom import IN_PLANE_MM, SLICE_MM, anisotropic_grids
 
@@ -15,7 +15,7 @@ SPACING = (1.0, 1.0, 4.0)
 
 
 def case(seed: int, noise: float = 0.045):
-    return brain_case((96, 96, 3), SPACING, np.random.RandomState(seed), noise=noise)
+    return brain_case((96, 96, 3), SPACING, np.random.RandomState(seed), scanner=Scanner(noise=noise))
 
 
 def test_grey_matter_is_a_ribbon_around_white_matter():

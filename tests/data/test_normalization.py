@@ -40,7 +40,8 @@ def write_ct_dataset(root, modality="CT", cases=((2, 0), (12, 1), (6, 2))):
 def ct_plan(tmp_path):
     description = describe_dataset(str(write_ct_dataset(tmp_path / "CT")))
     fingerprint = dataset_fingerprint(description)
-    return normalization_plan(description.channel_names, fingerprint["foreground_intensities"])
+    return normalization_plan(description.channel_names, fingerprint["foreground_intensities"],
+                              [c["nonzero_share"] for c in fingerprint["cases"]])
 
 
 def test_ct_is_clipped_and_z_scored_with_the_foreground_statistics(tmp_path):
@@ -75,8 +76,8 @@ def test_other_schemes():
     assert torch.allclose(normalize(channel, {"scheme": "rescale_to_0_1"}), channel / 6)
     body = normalize(channel, {"scheme": "zscore"})
     assert body[0, 0] == 0 and torch.allclose(body[channel != 0].mean(), torch.tensor(0.0), atol=1e-6)
-    assert [e["scheme"] for e in normalization_plan(["CT", "T2", "noNorm", "rescale_to_0_1"], [STATS] * 4)][1:] == [
-        "zscore", "noNorm", "rescale_to_0_1"]
+    schemes = normalization_plan(["CT", "T2", "noNorm", "rescale_to_0_1"], [STATS] * 4, [1.0])
+    assert [e["scheme"] for e in schemes][1:] == ["zscore", "noNorm", "rescale_to_0_1"]
 
 
 def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):

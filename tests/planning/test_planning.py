@@ -302,7 +302,7 @@ def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
                           *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     plan = json.loads((run / "plans.json").read_text())
     ct, t2 = plan["normalization"]
-    assert ct["scheme"] == "ct" and t2 == {"channel": "T2", "scheme": "zscore"}
+    assert ct["scheme"] == "ct" and t2 == {"channel": "T2", "scheme": "zscore", "nonzero": False}
     # under the labels only: the shell (about 100 HU here) and the core (300), not the background (-100)
     assert 100 < ct["mean"] < 300 and -60 < ct["percentile_00_5"] < 100 and 300 < ct["percentile_99_5"] < 450
     assert len(plan["fingerprint"]["foreground_intensities"]) == 2

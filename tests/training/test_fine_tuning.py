@@ -139,7 +139,8 @@ def test_other_channels_or_normalization_are_refused_unless_allowed(tmp_path, mo
             f"['zscore'] ({root}/dataset.json): ")):
         planned(tuning(root, tmp_path / "b", source, "init_allow=[channels]"), monkeypatch)
     allowed = planned(tuning(root, tmp_path / "c", source, "init_allow=[channels,normalization]"), monkeypatch).data
-    assert OmegaConf.to_container(allowed.normalization) == [{"channel": "MRI", "scheme": "zscore"}]  # its own
+    own = [{"channel": "MRI", "scheme": "zscore", "nonzero": False}]
+    assert OmegaConf.to_container(allowed.normalization) == own
     assert list(allowed.spacing) == [0.8, 1.2, 2.5]  # the grid is the source's all the same
     write_checkpoint(tmp_path / "t2.ckpt", MODEL_3D, run_data(channels=("T2",)))  # z-scored, as MRI is
     renamed = planned(tuning(root, tmp_path / "e", tmp_path / "t2.ckpt", "init_allow=[channels]"), monkeypatch).data
