@@ -534,6 +534,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "(end - self._last_end) * 1e3 if self._last_end is not None else None",
            "(end - self._start) * 1e3 if self._last_end is not None else None",
            ("tests/training/test_step_timer.py",)),
+    Mutant("workers-die-at-a-stop", "stops: DataLoader workers die of a group SIGTERM, so the run crashes unsaved",
+           "segnet/training/signals.py",
+           "        signal.signal(signum, signal.SIG_IGN)",
+           "        pass",
+           ("tests/training/test_resume.py", "-k", "process_group and 15")),
+    Mutant("validation-skipped-on-resume", "resume: a validation cut short by a stop is skipped by the resumed run",
+           "segnet/training/checkpoints.py",
+           '            validation_from_the_start(checkpoint["loops"]["fit_loop"])',
+           "            pass",
+           ("tests/training/test_resume.py", "-k", "validates_at_the_steps")),
 )
 
 RESULT_OK = {"killed"}
