@@ -61,7 +61,7 @@ class Check:
 CHECKS = (
     Check("hard", 40, 2, 200, (0,), (0, 1)),
     Check("brain", 40, 2, 200, (0,), (0, 1)),
-    Check("scanners", 40, 2, 200, (0,), (0, 1)),  # the brain heads, each case from its own scanner (issue 38)
+    Check("scanners", 40, 2, 200, (0,), (0, 1)),  # the brain heads, each case from its own scanner
     Check("anisotropic", 25, 3, 60, (0, 1), (0, 1)),
 )
 

@@ -1,4 +1,4 @@
-"""MRI normalization carries across scanners (issue 38): the same head rendered by a quiet scanner
+"""MRI normalization carries across scanners: the same head rendered by a quiet scanner
 (its air exactly zero once stored in integers) and by a noisy one (its air noise) z-scores to the
 same tissue intensities, because whether a dataset is masked is decided once for the dataset
 (nnU-Net's rule), not per volume by whichever voxels happen to be zero."""

@@ -227,6 +227,12 @@ def test_a_killed_run_resumes_to_the_same_end(tmp_path):
     assert checkpoint(last)["global_step"] == 30 * STEPS_PER_EPOCH
 
 
+def answers_ctrl_c() -> None:
+    """In the run's process before it starts: SIGINT as a terminal's foreground job gets it, not
+    ignored as by a job the shell (or a CI runner) started in the background."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stop,status", [(signal.SIGTERM, 0), (signal.SIGINT, 128 + signal.SIGINT)])
 def test_a_stop_to_the_process_group_saves_the_step_in_progress_and_the_same_command_resumes(tmp_path, stop, status):
@@ -239,7 +245,7 @@ def test_a_stop_to_the_process_group_saves_the_step_in_progress_and_the_same_com
                f"callbacks.last_checkpoint.every_n_train_steps={10 * total}", *step_file(tmp_path / "step")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "HYDRA_FULL_ERROR": "0"}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True, preexec_fn=answers_ctrl_c)
     trained = wait_for_step(tmp_path / "step", 3, process)
     assert len(process_group(process.pid)) > 1, "no DataLoader worker in the process group to signal"
     os.killpg(process.pid, stop)
