@@ -10,8 +10,10 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "../checks.h"
@@ -22,17 +24,6 @@
 #include "../march/launch.h"
 #include "warp_fibers.h"
 
-// The element types the emulated passes take: every type the kernels take. A build with
-// SEGNET_EMULATE_FLOAT64_ONLY (the race test's builds, tests/ops/test_emulation_catches_races.py)
-// compiles float64 alone, a quarter of the instantiations, and refuses the other types.
-#ifdef SEGNET_EMULATE_FLOAT64_ONLY
-#define SEGNET_DISPATCH_EMULATED_TYPES(TYPE, NAME, ...) \
-  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE(at::kDouble, __VA_ARGS__))
-#else
-#define SEGNET_DISPATCH_EMULATED_TYPES(TYPE, NAME, ...) \
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
-#endif
-
 namespace segnet {
 namespace {
 
@@ -40,6 +31,33 @@ namespace {
 // an H200 running the 3D backward pass. Only which segments it exercises depends on it.
 constexpr int64_t kEmulatedResidentWarps = 132 * 16;
 int64_t emulated_residency(const MarchGeometry& g) { return kEmulatedResidentWarps / g.unit_warps; }
+
+// A barrier of the march that the emulation leaves out, as if it were deleted from the source:
+// SEGNET_EMULATION_SKIPS_BARRIER="backward.h:213" names it by file and line. The race test
+// (tests/ops/test_emulation_catches_races.py) names each barrier in turn and expects the result to
+// change; unset, every barrier is kept.
+struct BarrierSite {
+  std::string file;  // the file's name, without its folder
+  int line = 0;
+
+  bool is(const char* path, int at) const {
+    if (file.empty() || at != line) return false;
+    const std::string p(path), tail = "/" + file;
+    return p == file || (p.size() > tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0);
+  }
+};
+
+BarrierSite skipped_barrier() {
+  const char* named = std::getenv("SEGNET_EMULATION_SKIPS_BARRIER");
+  if (named == nullptr || *named == '\0') return {};
+  const std::string site(named);
+  const size_t colon = site.rfind(':');
+  const bool valid = colon != std::string::npos && colon > 0 && colon + 1 < site.size() &&
+                     site.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+  TORCH_CHECK(valid, "SEGNET_EMULATION_SKIPS_BARRIER=", site,
+              " does not name a barrier: expected file:line, e.g. backward.h:213");
+  return {site.substr(0, colon), std::stoi(site.substr(colon + 1))};
+}
 
 // Runs the launch on the host: every block, every thread of it placed by the kernels' own entry
 // (thread_place; threads past the last unit leave), the lanes of each unit built by
@@ -49,6 +67,7 @@ int64_t emulated_residency(const MarchGeometry& g) { return kEmulatedResidentWar
 template <typename acc_t, typename MakeLane, typename March>
 void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
   using Lane = decltype(make_lane(lane_site(g, 0, 0), nullptr));
+  const BarrierSite skipped = skipped_barrier();
   at::parallel_for(0, g.blocks, 1, [&](int64_t begin, int64_t end) {
     WarpFibers fibers;
     std::vector<uint64_t> block_shared((g.shared_bytes + 7) / 8);  // aligned for any element type
@@ -68,7 +87,10 @@ void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
         if (lanes.empty()) continue;
         acc_t* rows = reinterpret_cast<acc_t*>(unit_shared(g, shared, int(u) * g.unit_warps * kWarpLanes));
         fibers.run(g.unit_warps, [&](int warp, const std::function<void()>& wait_at_barrier) {
-          HostLanes<Lane, acc_t> group{lanes.data() + warp * kWarpLanes, rows, wait_at_barrier};
+          const auto wait_unless_skipped = [&](const char* file, int line) {
+            if (!skipped.is(file, line)) wait_at_barrier();
+          };
+          HostLanes<Lane, acc_t> group{lanes.data() + warp * kWarpLanes, rows, wait_unless_skipped};
           march(group, first_unit + int64_t(u));
         });
       }
@@ -80,7 +102,7 @@ void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
 at::Tensor emulated_forward(const ForwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &alpha = call.alpha, &y = call.y;
   if (call.empty()) return y;
-  SEGNET_DISPATCH_EMULATED_TYPES(x.scalar_type(), "emulated_forward", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_forward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* ap = alpha.const_data_ptr<scalar_t>();
@@ -106,7 +128,7 @@ at::Tensor emulated_forward(const ForwardCall& call, double eps, bool residual) 
 std::tuple<at::Tensor, at::Tensor> emulated_backward(const BackwardCall& call, double eps, bool residual) {
   const at::Tensor &x = call.x, &gy = call.grad_y, &alpha = call.alpha, &gx = call.grad_x, &grad_alpha = call.grad_alpha;
   if (call.empty()) return call.result();
-  SEGNET_DISPATCH_EMULATED_TYPES(x.scalar_type(), "emulated_backward", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "emulated_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* gp = gy.const_data_ptr<scalar_t>();

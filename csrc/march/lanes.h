@@ -61,7 +61,9 @@ struct HostLanes {
   static constexpr int kRing = Lane::kRing;
   Lane* lanes;  // the warp's 32 lanes
   acc_t* shared;
-  std::function<void()> wait_at_barrier;  // hands over to the other warps of the unit
+  // Hands over to the other warps of the unit; told where the march calls the barrier, so that the
+  // emulation can leave one out (csrc/cpu/emulation.cpp, skipped_barrier).
+  std::function<void(const char* file, int line)> wait_at_barrier;
 
   template <class F>
   void each(F&& f) {
@@ -78,7 +80,7 @@ struct HostLanes {
       }
     }
   }
-  void barrier() { wait_at_barrier(); }
+  void barrier(const char* file = __builtin_FILE(), int line = __builtin_LINE()) { wait_at_barrier(file, line); }
   void reduce_warp_sums() {
     for (int mask = kWarpLanes / 2; mask > 0; mask /= 2) {
       acc_t next[kWarpLanes];
