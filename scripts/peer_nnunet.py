@@ -87,6 +87,9 @@ def point_nnunet_at(output: Path) -> None:
         os.environ[variable] = str(output / variable)
         (output / variable).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("nnUNet_n_proc_DA", "2")  # segnet's data.num_workers
+    # nnU-Net's validation exports through a pool of 8 spawned processes, each importing torch and
+    # nnunetv2 anew; more than one per core only adds start-up. Not part of the timed training.
+    os.environ.setdefault("nnUNet_def_n_proc", str(min(8, os.cpu_count() or 1)))
 
 
 def nnunet_raw(dataset: Path, output: Path) -> str:
