@@ -82,14 +82,14 @@ def modeled(model: dict, shape: tuple[int, ...], direction: str, dtype: str) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--quick", action="store_true", help="small shapes, short timing")
+    parser.add_argument("--quick", action="store_true", help="small shapes, timings of a few calls (a smoke run, noisy)")
     parser.add_argument("--out", type=Path, default=Path("outputs/bench"))
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda needs a visible GPU; use --device cpu to measure the cpp kernels")
     ops.resolve_backend("cuda" if args.device == "cuda" else "cpp", torch.device(args.device))
     model = modeled_fractions() if args.device == "cuda" else {}
-    min_run_time = 0.1 if args.quick else 0.5
+    min_run_time = 0.01 if args.quick else 0.5  # --quick: a smoke run, each timing a few calls
     rows = []
     for shape in QUICK_SHAPES if args.quick else SHAPES:
         for name, dtype in DTYPES.items():
