@@ -82,7 +82,7 @@ def modeled(model: dict, shape: tuple[int, ...], direction: str, dtype: str) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--quick", action="store_true", help="small shapes, timings of a few calls (a smoke run, noisy)")
+    parser.add_argument("--quick", action="store_true", help="small shapes, a few calls timed (a smoke run)")
     parser.add_argument("--out", type=Path, default=Path("outputs/bench"))
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
