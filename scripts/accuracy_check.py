@@ -40,8 +40,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from segnet_runs import ROOT, folder_training, segnet_command
+from segnet.command_runs import folder_training, run_command
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: its record, its dataset generator, its commit
 RECORD = ROOT / "docs" / "accuracy-record.json"
 METRICS = {"Dice": "val_dice_per_case", "NSD": "val_nsd_per_case"}
 
@@ -103,8 +104,8 @@ def content_hash(root: Path) -> str:
 def train_and_score(check: Check, dataset: Path, runs: Path, fold: int, seed: int) -> tuple[list[dict], float]:
     """(the final weights' validation scores of one run as statistics rows, its median step in s)."""
     run = runs / f"{check.kind}_fold{fold}_seed{seed}"
-    segnet_command(["train.py"], [*folder_training(dataset, check.dims, fold, seed),
-                                  f"trainer.max_steps={check.steps}"], run)
+    run_command("segnet-train", [*folder_training(dataset, check.dims, fold, seed),
+                                 f"trainer.max_steps={check.steps}"], run)
     metrics = json.loads((run / "metrics.json").read_text())
     rows = [{"dataset": check.kind, "fold": fold, "seed": seed, "case": case, "class": name, "metric": metric,
              "value": value}
@@ -205,5 +206,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())

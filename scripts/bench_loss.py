@@ -29,12 +29,12 @@ from omegaconf import OmegaConf
 import ops  # (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
 
 # isort: split
-from bench_op import median_ms  # scripts/ is first on sys.path when this file runs
 from monai.transforms import SobelGradients
+from timing import median_ms  # scripts/timing.py: Python puts this script's folder first on its path
 
 from segnet.config import CONF
+from segnet.model.dice_ce import dice_ce_loss
 from segnet.model.edge_loss import EPS, EdgeMatchingLoss
-from segnet.model.loss import training_loss
 from segnet.model.loss_terms import TERMS, TrainingLoss
 from segnet.model.network import build_network
 
@@ -83,7 +83,7 @@ def bench_batch(dims: int, batch: tuple[int, ...], device: str, min_run_time: fl
     image = torch.randn(batch[0], 1, *batch[1:], generator=generator).to(device)
     label = torch.randint(0, CLASSES, (batch[0], 1, *batch[1:]), generator=generator).float().to(device)
     spacing = [[1.0] * dims] * batch[0]
-    net, dice_ce = default_network(dims, device), training_loss(None)
+    net, dice_ce = default_network(dims, device), dice_ce_loss(None)
 
     def step():
         net.zero_grad(set_to_none=True)

@@ -23,11 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from timing import median_ms  # scripts/timing.py: Python puts this script's folder first on its path
 
-import ops  # (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
-
-# isort: split
-import torch.utils.benchmark as benchmark
+import ops
 
 FULL_SHAPES = {
     "cpu": [(8, 32, 128, 128), (8, 32, 256, 256), (2, 16, 32, 48, 48), (2, 16, 64, 96, 96)],
@@ -52,12 +50,6 @@ class Row:
     saved_bytes_per_x: float
     forward_bandwidth_vs_copy: float
     backward_bandwidth_vs_copy: float
-
-
-def median_ms(fn, min_run_time: float) -> float:
-    fn()  # warm-up: compilation, library loading, allocator
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
 
 def saved_bytes(fn, x: torch.Tensor, alpha: torch.Tensor) -> int:

@@ -25,20 +25,16 @@ from pathlib import Path
 
 import torch
 
-import ops  # (first: it points cpp_extension, which the benchmark module imports, at CUDA_HOME)
+# scripts/kernel_model/ and scripts/timing.py: Python puts this script's folder first on its path
+from kernel_model.report import modeled, modeled_fractions, report
+from timing import median_ms
 
-# isort: split
-import torch.utils.benchmark as benchmark
+import ops
+from ops.library import build_cuda_library
 
 SHAPES = [(8, 32, 256, 256), (2, 16, 64, 96, 96)]
 QUICK_SHAPES = [(2, 4, 64, 128), (1, 2, 16, 32, 64)]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-
-
-def median_s(fn, min_run_time: float) -> float:
-    fn()  # warm-up: library loading, allocator
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
 def measure(shape, dtype: torch.dtype, device: str, min_run_time: float) -> dict[str, float]:
@@ -47,36 +43,16 @@ def measure(shape, dtype: torch.dtype, device: str, min_run_time: float) -> dict
     grad_y = torch.randn(shape, generator=generator, device=device).to(dtype)
     alpha = torch.randn(shape[1], generator=generator, device=device).to(dtype)
     op = torch.ops.segnet_ops
-    copy = median_s(lambda: x.clone(), min_run_time)
-    forward = median_s(lambda: op.edge_enhance(x, alpha, 1e-6), min_run_time)
-    backward = median_s(lambda: op.edge_enhance_backward(grad_y, x, alpha, 1e-6), min_run_time)
+    copy = median_ms(lambda: x.clone(), min_run_time)
+    forward = median_ms(lambda: op.edge_enhance(x, alpha, 1e-6), min_run_time)
+    backward = median_ms(lambda: op.edge_enhance_backward(grad_y, x, alpha, 1e-6), min_run_time)
     return {
-        "copy_ms": copy * 1e3,
-        "forward_ms": forward * 1e3,
-        "backward_ms": backward * 1e3,
+        "copy_ms": copy,
+        "forward_ms": forward,
+        "backward_ms": backward,
         "forward_fraction": (2 / forward) / (2 / copy),
         "backward_fraction": (3 / backward) / (2 / copy),
     }
-
-
-def modeled_fractions() -> dict[tuple[str, int, str, str], float]:
-    """(shape, ndim, direction, dtype) -> the report's modeled fraction for the whole-vector kernel:
-    at that shape where the report models it (its SHAPES), else ("best", ...) at its best geometry."""
-    from kernel_report import report
-
-    from ops.library import build_cuda_library
-
-    fractions = {}
-    for r in (r for r in report(build_cuda_library().path) if r.loads == "vector"):
-        fractions[("best", r.ndim, r.direction, r.dtype)] = r.modeled_fraction
-        for shape, at in r.at_shapes.items():
-            fractions[(shape, r.ndim, r.direction, r.dtype)] = at["fraction"]
-    return fractions
-
-
-def modeled(model: dict, shape: tuple[int, ...], direction: str, dtype: str) -> float:
-    ndim = len(shape) - 2
-    return model.get((str(shape), ndim, direction, dtype), model.get(("best", ndim, direction, dtype), float("nan")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda needs a visible GPU; use --device cpu to measure the cpp kernels")
     ops.resolve_backend("cuda" if args.device == "cuda" else "cpp", torch.device(args.device))
-    model = modeled_fractions() if args.device == "cuda" else {}
+    model = modeled_fractions(report(build_cuda_library().path)) if args.device == "cuda" else {}
     min_run_time = 0.01 if args.quick else 0.5  # --quick: a smoke run, each timing a few calls
     rows = []
     for shape in QUICK_SHAPES if args.quick else SHAPES:

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from segnet_runs import ROOT, folder_training, segnet_command
+from segnet.command_runs import folder_training, run_command
 
 ITERATIONS_PER_EPOCH = 250  # nnU-Net's; fewer when the budget affords less than one such epoch
 VALIDATION_SHARE = 5  # nnU-Net validates 50 iterations per 250
@@ -224,16 +224,16 @@ def segnet_run(dataset: Path, output: Path, dims: int, fold: int, seed: int, bud
 
     common = folder_training(dataset, dims, fold, seed)
     probe = output / "segnet_probe"
-    segnet_command(["train.py"], [*common, f"trainer.max_steps={2 * calibration}",
-                                  f"callbacks.step_timer.skip={calibration}"], probe)
+    run_command("segnet-train", [*common, f"trainer.max_steps={2 * calibration}",
+                                 f"callbacks.step_timer.skip={calibration}"], probe)
     step = json.loads((probe / "metrics.json").read_text())["step_wall_ms_mean"] / 1000
     shutil.rmtree(probe)
     steps = max(1, math.floor(budget / step))
     run, evaluation = output / "segnet_run", output / "segnet_evaluation"
-    segnet_command(["train.py"], [*common, f"trainer.max_steps={steps}"], run)
+    run_command("segnet-train", [*common, f"trainer.max_steps={steps}"], run)
     metrics = json.loads((run / "metrics.json").read_text())
-    segnet_command(["scripts/evaluate.py"], [f"ckpt_path={metrics['checkpoints']['final']}", f"data.root={dataset}",
-                                             "tta=true", "postprocessing=none"], evaluation)
+    run_command("segnet-evaluate", [f"ckpt_path={metrics['checkpoints']['final']}", f"data.root={dataset}",
+                                    "tta=true", "postprocessing=none"], evaluation)
     data = torch.load(metrics["checkpoints"]["final"], map_location="cpu", weights_only=True, mmap=True)[
         "hyper_parameters"]["data"]
     return {"step_seconds": step, "steps": metrics["global_step"], "train_seconds": metrics["fit_seconds"],
@@ -351,5 +351,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())

@@ -187,7 +187,7 @@ at::Tensor emulated_magnitude_backward(const at::Tensor& grad_m, const at::Tenso
 
 // The launch geometry of the kernel for a tensor of `shape` and `dtype` (`aligned`: data that
 // allows whole-vector loads) on a device that runs `resident_units` of its units at a time, for
-// scripts/kernel_report.py: the numbers its model needs, in this order.
+// scripts/kernel_model/geometry.py: the numbers its model needs, in this order.
 std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward, bool aligned,
                                   int64_t resident_units) {
   TORCH_CHECK(resident_units > 0, "_march_launch: resident_units must be positive, got ", resident_units);

@@ -1,5 +1,6 @@
 """scripts/kernel_bandwidth.py, which gpu_check.sh runs on a GPU, measured here on the cpp kernels so
-that it keeps working on machines without one."""
+that it keeps working on machines without one; and which of the report's modeled fractions
+(scripts/kernel_model/report.py) stands beside a measurement."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from helpers import ROOT
+from scripts.kernel_model.report import modeled
 
 
 @pytest.mark.slow
@@ -34,9 +36,7 @@ def test_measures_every_kernel_and_dtype_on_the_cpu(tmp_path):
 
 
 def test_a_measurement_stands_beside_the_model_at_its_own_shape():
-    from scripts import kernel_bandwidth
-
     model = {("(2, 16, 64, 96, 96)", 3, "forward", "float16"): 0.69, ("best", 3, "forward", "float16"): 0.97}
-    assert kernel_bandwidth.modeled(model, (2, 16, 64, 96, 96), "forward", "float16") == 0.69
-    assert kernel_bandwidth.modeled(model, (1, 2, 16, 32, 64), "forward", "float16") == 0.97  # not in the report
-    assert math.isnan(kernel_bandwidth.modeled(model, (8, 32, 256, 256), "forward", "float16"))
+    assert modeled(model, (2, 16, 64, 96, 96), "forward", "float16") == 0.69
+    assert modeled(model, (1, 2, 16, 32, 64), "forward", "float16") == 0.97  # not in the report
+    assert math.isnan(modeled(model, (8, 32, 256, 256), "forward", "float16"))

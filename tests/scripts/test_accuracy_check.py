@@ -5,14 +5,10 @@ comparison at all when the record scored other data or other checks."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import accuracy_check  # noqa: E402
+from scripts import accuracy_check
 
 CASES = [f"case_{i}" for i in range(8)]
 

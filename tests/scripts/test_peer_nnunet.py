@@ -15,12 +15,10 @@ import pytest
 
 from helpers import ROOT
 from helpers.data import write_decathlon
+from scripts import peer_nnunet
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.phantom import write_phantom_dataset
 from segnet.data.splits import choose_split
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import peer_nnunet  # noqa: E402
+from segnet.generated.phantom import write_phantom_dataset
 
 BUDGET = 4
 
@@ -33,7 +31,7 @@ def test_both_tools_train_for_the_budget_and_are_compared_on_the_same_cases(tmp_
         [sys.executable, str(ROOT / "scripts" / "peer_nnunet.py"), str(dataset), "--budget-seconds", str(BUDGET),
          "--calibration-steps", "2", "--fold", "1", "--output", str(output)],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SEGNET_PREPROCESSED": str(tmp_path / "cache")},
+        env={**os.environ, "SEGNET_PREPROCESSED": str(tmp_path / "cache")},
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads((output / "peer.json").read_text())
