@@ -55,9 +55,7 @@ def main() -> int:
         net = torch.export.load(str(args.package)).module().to(metadata["device"])
     times["load_package"] = time.perf_counter() - start
     shape = metadata["input"]
-    side = shape["min_side"]  # per axis; a single number in exports of older versions
-    sides = side if isinstance(side, list) else [side] * shape["spatial_dims"]
-    smallest = torch.zeros(1, shape["channels"], *sides, device=metadata["device"])
+    smallest = torch.zeros(1, shape["channels"], *shape["min_side"], device=metadata["device"])  # per axis
     start = time.perf_counter()
     with torch.no_grad():
         net(smallest)

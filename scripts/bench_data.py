@@ -4,12 +4,14 @@ Measured on generated brain-MRI-sized cases, as one table for the README.
 
     python scripts/bench_data.py [--cases 4,16,64] [--quick] [--work DIR] [--out DIR]
 
-Cases: 192 x 224 x 192 voxels at 1 mm in RAS, one MRI channel (float32, gzip NIfTI, zero
-outside an ellipsoidal head), labels 1-3: smooth random blobs. They are generated once into
---work (default: segnet-bench-data in the system's temporary folder) and reused; generating is
-not measured. Each case count gets a dataset folder of links to the first N cases and a cache
-folder of its own, --work/cache-<shape>/<N>, emptied at every run (a full run keeps about
-0.7 GB of cases and 3.5 GB of caches there). --quick: 2 and 4 cases of 48^3, crops of 32^3 and 48 x 48.
+Cases (blob_head): 192 x 224 x 192 voxels at 1 mm in RAS, one MRI channel (float32, gzip NIfTI,
+zero outside an ellipsoidal head), labels 1-3: smooth random blobs, made in seconds. They have a
+brain MRI's size but not segnet.generated.brain's anatomy, which is drawn on a grid 4 times finer
+in every axis (64 times the voxels). They are generated once into --work (default:
+segnet-bench-data in the system's temporary folder) and reused; generating is not measured. Each
+case count gets a dataset folder of links to the first N cases and a cache folder of its own,
+--work/cache-<shape>/<N>, emptied at every run (a full run keeps about 0.7 GB of cases and
+3.5 GB of caches there). --quick: 2 and 4 cases of 48^3, crops of 32^3 and 48 x 48.
 
 The DataModule is FolderDataModule as training builds it for these cases: 3D, patch
 128^3, RAS, spacing 1 mm (the cases' own: resampling is a no-op), normalization null (z-score
@@ -19,40 +21,42 @@ OS page cache where they were read or written shortly before.
 
 One table, printed as Markdown and written to --out/bench_data.csv, sorted by its first four
 columns: measurement, path, setting, cases (the dataset's case count; "4-64" for a slope
-between the smallest and the largest count), value, unit. Paths: "old" is data.preprocessed=false
-(MONAI's CacheDataset: every case loaded and kept in memory), "new" data.preprocessed=true
-(the cache of segnet.preprocessing, crops read from memory maps). Measurements:
+between the smallest and the largest count), value, unit. Paths: "CacheDataset" is
+data.preprocessed=false (MONAI's CacheDataset: every case loaded and kept in memory), "preprocessed
+cache" data.preprocessed=true (the cache of segnet.preprocessing, crops read from memory maps).
+Measurements:
 
 - setup time (s), setup RSS added (MiB): prepare_data() + setup("fit") of the main process with
-  data.num_workers=0, wall time and the change of its VmRSS. "old": CacheDataset loads with
-  os.cpu_count() threads; "new: cold cache": the cache folder empty, so this builds it (in one
-  thread, max(1, num_workers)); "new: warm cache": the same again in a new process, cache present.
+  data.num_workers=0, wall time and the change of its VmRSS. "CacheDataset": it loads with
+  os.cpu_count() threads; "preprocessed cache: cold": the cache folder empty, so this builds it (in
+  one thread, max(1, num_workers)); "preprocessed cache: warm": the same again in a new process,
+  cache present.
 - ... per added case (s/case, MiB/case): the slope of the above between the smallest and the
   largest case count (the part that grows with the dataset).
 - worker RSS, worker private memory (MiB): the one DataLoader worker's VmRSS, and the part of it
   no other process maps (Private_Clean + Private_Dirty of /proc/self/smaps_rollup), read by the
   worker itself, the most over the batches, while it makes 3D crops with the MONAI augmentation
   after the setup above. RSS counts the pages it has shared with the main process since the
-  fork (the imported libraries; for "old" the cases in memory too); private memory is what the
-  worker holds alone: pages copied on write from the main process (Python's reference counts and
-  garbage collector write to every object they visit), its own allocations and, while a crop is
-  read, the pages of the cache it maps.
+  fork (the imported libraries; for "CacheDataset" the cases in memory too); private memory is
+  what the worker holds alone: pages copied on write from the main process (Python's reference
+  counts and garbage collector write to every object they visit), its own allocations and, while
+  a crop is read, the pages of the cache it maps.
 - crop rate (samples/s), crop CPU per sample (s): crops made one after another in one process
-  with torch.set_num_threads(1); CPU time is time.process_time(). "old: train_transforms": a
-  CacheDataset of one case, the chain that path runs per volume (copy of the cached volume,
-  foreground-aware crops, augmentation); "new: workers (MONAI)": CropDataset over the cases of
-  the smallest count with the same augmentation (data.augment_on=workers); "new: device, crop
-  only": CropDataset reading the crop with the margin BatchAugmentation needs, unaugmented
-  (data.augment_on=device). 2D crops are the cases' in-plane size, which is the 2D plan's patch
-  unless its memory budget shrinks it.
+  with torch.set_num_threads(1); CPU time is time.process_time(). "CacheDataset: train_transforms":
+  a CacheDataset of one case, the chain that path runs per volume (copy of the cached volume,
+  foreground-aware crops, augmentation); "preprocessed cache: workers (MONAI)": CropDataset over
+  the cases of the smallest count with the same augmentation (data.augment_on=workers);
+  "preprocessed cache: device, crop only": CropDataset reading the crop with the margin
+  BatchAugmentation needs, unaugmented (data.augment_on=device). 2D crops are the cases' in-plane
+  size, which is the 2D plan's patch unless its memory budget shrinks it.
 - batch augmentation time, CPU (s/batch): BatchAugmentation on the CPU, one thread, on a batch
   of 2 such crops (the reading not counted): what augment_on=device leaves to the device.
 - cache on disk per case (MiB/case): the files of the cache folder of the largest count, per case;
   the setting is the folder, under --work.
 - fingerprint time (s): the fingerprint and integrity check a run's planning asks for
-  (segnet.planning.record), in a fresh interpreter: "cold record" reads every case (as every
-  start did before the record), "warm record" finds the record of an unchanged dataset and only
-  checks its sources' stamps.
+  (segnet.planning.record), in a fresh interpreter: "cold record" reads every case (a dataset
+  without its record), "warm record" finds the record of an unchanged dataset and only checks its
+  sources' stamps.
 """
 
 from __future__ import annotations
@@ -81,8 +85,8 @@ from torch.utils.data import Dataset
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.derived import cache_root
 from segnet.data.device_augmentation import BatchAugmentation
-from segnet.data.phantom import affine_for, write_case, write_dataset_json
 from segnet.data.transforms import case_dicts, train_transforms
+from segnet.generated.phantom import affine_for, write_case, write_dataset_json
 from segnet.planning.record import dataset_fingerprint
 from segnet.preprocessing.cache import cache_folder, loading_plan
 from segnet.training.folder_data import FolderDataModule
@@ -90,7 +94,8 @@ from segnet.training.folder_data import FolderDataModule
 CLASS_NAMES = ("background", "structure_1", "structure_2", "structure_3")
 GEOMETRY = {"orientation": "RAS", "spacing": [1.0, 1.0, 1.0], "normalization": None}
 BLOB_VOXELS = 16  # the random values' grid step before smoothing: blobs of about this size
-OLD, COLD, WARM = "old: CacheDataset", "new: cold cache", "new: warm cache"
+CACHE_DATASET, PREPROCESSED = "CacheDataset", "preprocessed cache"  # data.preprocessed=false, true
+COLD_CACHE, WARM_CACHE = f"{PREPROCESSED}: cold", f"{PREPROCESSED}: warm"
 COLD_RECORD, WARM_RECORD = "cold record", "warm record"
 # the measurements that get a slope per added case
 PER_CASE = ("setup time", "setup RSS added", "worker RSS", "worker private memory", "fingerprint time")
@@ -155,8 +160,9 @@ def smooth_noise(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
     return fine[0, 0].numpy()
 
 
-def brain_case(shape: Sequence[int], seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(image float32, label uint8): a head of textured tissue, zero outside, holding three structures."""
+def blob_head(shape: Sequence[int], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(image float32, label uint8): a head of textured tissue, zero outside, holding three
+    structures of smooth random blobs."""
     rng = np.random.default_rng(seed)
     axes = np.ogrid[tuple(slice(0, s) for s in shape)]
     head = sum(((a - (s - 1) / 2) / (0.45 * s)) ** 2 for a, s in zip(axes, shape, strict=True)) < 1
@@ -177,7 +183,7 @@ def ensure_cases(pool: Path, shape: Sequence[int], count: int) -> list[str]:
             continue
         say(f"generating {name} ({shape_tag(shape)} voxels) in {pool}")
         scratch = pool / ".partial"
-        image, label = brain_case(shape, seed)
+        image, label = blob_head(shape, seed)
         write_case(scratch, name, [image], label, affine_for((1.0, 1.0, 1.0), "RAS", shape))
         for folder in ("labelsTr", "imagesTr"):
             (pool / folder).mkdir(parents=True, exist_ok=True)
@@ -291,8 +297,9 @@ def crop_rows(dataset: Dataset, path: str, setting: str, preset: Preset) -> list
             Row("crop CPU per sample", path, setting, "", cpu, "s")]
 
 
-def old_chain(module: FolderDataModule) -> CacheDataset:
-    """The old path's training dataset over the first case alone: in memory, train_transforms per item."""
+def cache_dataset_chain(module: FolderDataModule) -> CacheDataset:
+    """data.preprocessed=false's training dataset over the first case alone: in memory,
+    train_transforms per item."""
     chain = train_transforms(module.patch_size, module.spatial_dims, module.samples_per_volume, **module.geometry)
     return CacheDataset(case_dicts(module.description.labelled[:1]), chain, num_workers=1, progress=False)
 
@@ -309,7 +316,7 @@ def batch_augmentation_rows(module: FolderDataModule, crops: Dataset, setting: s
         return 1
 
     rate, cpu = time_samples(one_batch, preset.min_samples, preset.min_seconds)
-    path = "new: device, BatchAugmentation"
+    path = f"{PREPROCESSED}: device, BatchAugmentation"
     return [Row("batch augmentation time", path, f"{setting}, batch of {len(batch)}", "", 1 / rate, "s/batch"),
             Row("batch augmentation CPU", path, f"{setting}, batch of {len(batch)}", "", cpu, "s/batch")]
 
@@ -324,9 +331,10 @@ def time_crops(root: Path, count: int, cache_dir: Path, preset: Preset) -> list[
         device = data_module(root, count, cache_dir, patch, augment_on="device")
         entries = list(workers.preprocessed_cases().values())
         wider = shape_tag(BatchAugmentation.input_size(patch, len(patch)))
-        rows += crop_rows(old_chain(workers), "old: train_transforms", setting, preset)
-        rows += crop_rows(workers.crops(entries), "new: workers (MONAI)", setting, preset)
-        rows += crop_rows(device.crops(entries), "new: device, crop only", f"{setting} (read {wider})", preset)
+        rows += crop_rows(cache_dataset_chain(workers), f"{CACHE_DATASET}: train_transforms", setting, preset)
+        rows += crop_rows(workers.crops(entries), f"{PREPROCESSED}: workers (MONAI)", setting, preset)
+        rows += crop_rows(device.crops(entries), f"{PREPROCESSED}: device, crop only", f"{setting} (read {wider})",
+                          preset)
         rows += batch_augmentation_rows(device, device.crops(entries), setting, preset)
     return rows
 
@@ -335,7 +343,8 @@ def time_crops(root: Path, count: int, cache_dir: Path, preset: Preset) -> list[
 
 
 def setup_rows(results: dict[tuple[str, int], dict[str, float]], patch: Sequence[int], batches: int) -> list[Row]:
-    settings = {OLD: f"loaded in {os.cpu_count()} threads", COLD: "built in 1 thread", WARM: "checked",
+    settings = {CACHE_DATASET: f"loaded in {os.cpu_count()} threads", COLD_CACHE: "built in 1 thread",
+                WARM_CACHE: "checked",
                 COLD_RECORD: "every case read", WARM_RECORD: "the sources' stamps checked"}
     worker = f"3D {shape_tag(patch)}, MONAI augmentation, {batches} batches of 4 crops"
     rows = []
@@ -369,8 +378,8 @@ def cache_disk_row(work: Path, root: Path, cache_dir: Path, count: int) -> Row:
     """MiB per case of the cache folder of this dataset."""
     folder = cache_folder(cache_root(str(cache_dir)), root, loading_plan(**GEOMETRY))
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-    return Row("cache on disk per case", "new", str(folder.relative_to(work)), str(count), size / count / 2**20,
-               "MiB/case")
+    return Row("cache on disk per case", PREPROCESSED, str(folder.relative_to(work)), str(count),
+               size / count / 2**20, "MiB/case")
 
 
 def sort_key(row: Row) -> tuple:
@@ -424,8 +433,8 @@ def main() -> None:
     results = {}
     for n in counts:
         shutil.rmtree(caches[n], ignore_errors=True)
-        for path, preprocessed, batches in ((OLD, False, preset.worker_batches), (COLD, True, 0),
-                                            (WARM, True, preset.worker_batches)):
+        for path, preprocessed, batches in ((CACHE_DATASET, False, preset.worker_batches), (COLD_CACHE, True, 0),
+                                            (WARM_CACHE, True, preset.worker_batches)):
             say(f"setup: {path}, {n} cases")
             results[path, n] = in_fresh_process(measure_setup, roots[n], n, caches[n], preprocessed,
                                                 preset.patch_3d, batches)

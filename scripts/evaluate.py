@@ -1,6 +1,6 @@
-"""The same as the installed command segnet-evaluate (segnet/evaluation/command.py says what it does)."""
+"""The same as the installed command segnet-evaluate (segnet/commands.py says what it does)."""
 
-from segnet.evaluation.command import main
+from segnet.commands import segnet_evaluate
 
 if __name__ == "__main__":
-    main()
+    segnet_evaluate()

@@ -1,6 +1,6 @@
-"""The same as the installed command segnet-export (segnet/export/command.py says what it does)."""
+"""The same as the installed command segnet-export (segnet/commands.py says what it does)."""
 
-from segnet.export.command import main
+from segnet.commands import segnet_export
 
 if __name__ == "__main__":
-    main()
+    segnet_export()

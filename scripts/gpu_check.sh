@@ -52,7 +52,7 @@ step bench python3 scripts/bench_op.py --device cuda --out "$out"
 step train python3 train.py op.backend=cuda compile=true trainer=gpu trainer.max_steps=50 trainer.max_epochs=-1 \
   trainer.check_val_every_n_epoch=1 "hydra.run.dir=$out/train"
 # The trained network as an AOTInductor package for the GPU, run on its own (ops/standalone.py, which segnet-export runs).
-step export python3 -m segnet.export.command "ckpt_path=$out/train/checkpoints/last.ckpt" device=cuda \
+step export python3 scripts/export.py "ckpt_path=$out/train/checkpoints/last.ckpt" device=cuda \
   "output=$out/export/model.pt2" "hydra.run.dir=$out/export"
 
 echo

@@ -2,12 +2,12 @@
 
 Four kinds, each a Decathlon folder (dataset.json, imagesTr, labelsTr) that trains and plans as a
 real dataset does (folds, the plan's patch and batch, RandAffined); nothing is downloaded:
-- hard: thin tubes and rings at low contrast with partial volume (segnet.data.hard), volumes of
+- hard: thin tubes and rings at low contrast with partial volume (segnet.generated.hard), volumes of
   independent 96 x 96 slices: train it in 2D (data.spatial_dims=2);
-- anisotropic: a 3D core-and-shell phantom among distractors (segnet.data.phantom) on thick-slice
+- anisotropic: a 3D core-and-shell phantom among distractors (segnet.generated.phantom) on thick-slice
   grids (0.7-0.9 mm in plane, 2-3 mm slices, RAS or LPS storage): train it in 3D;
 - brain: T1-like heads, grey and white matter with a folded cortex and partial volume
-  (segnet.data.brain), 1 x 1 x 4 mm: train it in 2D;
+  (segnet.generated.brain), 1 x 1 x 4 mm: train it in 2D;
 - scanners: the brain heads, each case from its own scanner (intensity scale, tissue contrast as a
   gamma, bias field strength, noise level), as a multi-site MRI dataset's: train it in 2D.
 """
@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from segnet.data.brain import write_brain_dataset
-from segnet.data.hard import write_hard_dataset
-from segnet.data.phantom import anisotropic_grids, write_phantom_dataset
+from segnet.generated.brain import write_brain_dataset
+from segnet.generated.hard import write_hard_dataset
+from segnet.generated.phantom import anisotropic_grids, write_phantom_dataset
 
 WRITERS = {
     "hard": lambda root, cases, args: write_hard_dataset(root, cases, args.size, args.slices, args.seed),

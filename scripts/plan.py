@@ -1,6 +1,6 @@
-"""The same as the installed command segnet-plan (segnet/planning/command.py says what it does)."""
+"""The same as the installed command segnet-plan (segnet/commands.py says what it does)."""
 
-from segnet.planning.command import main
+from segnet.commands import segnet_plan
 
 if __name__ == "__main__":
-    main()
+    segnet_plan()

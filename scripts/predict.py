@@ -1,6 +1,6 @@
-"""The same as the installed command segnet-predict (segnet/inference/command.py says what it does)."""
+"""The same as the installed command segnet-predict (segnet/commands.py says what it does)."""
 
-from segnet.inference.command import main
+from segnet.commands import segnet_predict
 
 if __name__ == "__main__":
-    main()
+    segnet_predict()

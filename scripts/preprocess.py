@@ -1,6 +1,6 @@
-"""The same as the installed command segnet-preprocess (segnet/preprocessing/command.py says what it does)."""
+"""The same as the installed command segnet-preprocess (segnet/commands.py says what it does)."""
 
-from segnet.preprocessing.command import main
+from segnet.commands import segnet_preprocess
 
 if __name__ == "__main__":
-    main()
+    segnet_preprocess()

@@ -3,7 +3,7 @@ evaluated on scans stored at another, with and without resampling.
 
     python scripts/resampling_study.py [--steps 300] [--out outputs/resampling_study]
 
-Generates (segnet.data.phantom) a training set of 1 mm isotropic RAS scans, and four new cases
+Generates (segnet.generated.phantom) a training set of 1 mm isotropic RAS scans, and four new cases
 stored three times: on the training grid, at 0.75 x 0.75 x 2 mm in LPS, and as 3 mm sagittal
 slices of 0.5 mm pixels (the same anatomy, so only the geometry differs). Trains the same 2D
 model twice (data.resample=true, the default, and false), evaluates both on every copy with
@@ -19,10 +19,10 @@ from hydra import compose, initialize_config_dir
 
 from segnet.config import CONF, register_resolvers
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.phantom import write_phantom_dataset
 from segnet.evaluation.evaluator import Evaluator, summarize
+from segnet.generated.phantom import write_phantom_dataset
 from segnet.inference.loading import load_checkpoint
-from segnet.training.api import train
+from segnet.training.train import train
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_GRID = ((1.0, 1.0, 1.0), "RAS")

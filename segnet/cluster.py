@@ -1,7 +1,7 @@
 """Which process of a job writes the run folder's files (plans.json, splits.json, metrics.json),
 whatever started the processes: Lightning's own launcher, torchrun, SLURM's srun or
 hydra/launcher=slurm. What every rank reads is made so that each reads the same thing without
-waiting for another: the plan is chosen alike by all (segnet.planning.api), and what the first
+waiting for another: the plan is chosen alike by all (segnet.planning.plan), and what the first
 to arrive builds (the fingerprint record, the preprocessed cache) is built under a lock that the
 others wait on, which a dead process releases."""
 

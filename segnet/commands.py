@@ -1,6 +1,6 @@
-"""How every segnet command is made: a Hydra main over one of conf/'s top-level configs that
-registers the resolvers first and turns the errors a user can fix into one line. The installed
-commands (segnet-train, segnet-plan, ... in pyproject.toml) and train.py are built here.
+"""segnet's installed commands (segnet-train, segnet-plan, ... in pyproject.toml), each a Hydra
+main over one of conf/'s top-level configs that registers the resolvers first and turns the
+errors a user can fix into one line.
 
 A command names its work as "module:function", imported only once Hydra has composed the
 configuration: `--help`, `--cfg job` and a bad override answer without loading torch, Lightning
@@ -45,13 +45,69 @@ def imported(work: str) -> Callable[[DictConfig], Any]:
     return getattr(importlib.import_module(module), name)
 
 
-def hydra_command(config_name: str, work: str, rewrite: Callable[[str], str] = str) -> Command:
+def hydra_command(config_name: str, work: str, rewrite: Callable[[str], str] = str,
+                  result: str | None = None) -> Command:
     """The command that runs `work` ("module:function") on the composed `config_name`, with
-    errors a user can fix in one line."""
+    errors a user can fix in one line; it returns what `work` returns, or that value's `result`
+    entry (what a Hydra sweeper optimizes)."""
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
         with user_errors_as_one_line():
-            return imported(work)(cfg)
+            returned = imported(work)(cfg)
+        return returned if result is None else returned[result]
 
     return Command(config_name, run, rewrite)
+
+
+# The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
+# run the same.
+
+segnet_train = hydra_command("train", "segnet.training.train:train", result="val_dice_mean")
+"""segnet-train [overrides] (the same as python train.py), e.g. op.backend=cuda compile=true.
+Configuration lives in conf/ (Hydra); the run folder gets config.yaml (what trained), checkpoints,
+TensorBoard logs and metrics.json. It returns the run's final validation mean Dice, what a Hydra
+sweeper optimizes."""
+
+
+def _verify_flag(argument: str) -> str:
+    return "verify=true" if argument == "--verify" else argument  # nnU-Net's flag; Hydra takes key=value
+
+
+segnet_plan = hydra_command("plan", "segnet.planning.plan:plan_command", rewrite=_verify_flag)
+"""segnet-plan data.root=DATASET [output=plans.json] [data.memory_budget_gb=8], and
+segnet-plan --verify data.root=DATASET: a dataset's fingerprint and plan, or its integrity check
+alone, like nnUNetv2_plan_and_preprocess and its --verify_dataset_integrity. Training plans by
+itself when no plan is given; this writes one to read, edit or share, and training takes it back
+with data.plan=PATH. --verify lists every broken case and exits non-zero."""
+
+segnet_preprocess = hydra_command("preprocess", "segnet.preprocessing.preprocess:preprocess_command")
+"""segnet-preprocess data.root=DATASET [data.plan=plans.json] [data.spatial_dims=2]: the dataset
+planned (or its plan read) and every labelled case written to the preprocessed cache."""
+
+
+def _exported_package(argument: str) -> str:
+    # model=PATH.pt2 names an exported package; Hydra would take `model` for the config group
+    # conf/model/, so it reaches the configuration as `exported`.
+    return "exported=" + argument.removeprefix("model=") if argument.startswith("model=") else argument
+
+
+segnet_predict = hydra_command("predict", "segnet.inference.predict:predict", rewrite=_exported_package)
+"""segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER (or model=PATH.pt2 for an export),
+like nnUNetv2_predict; conf/predict.yaml lists the options."""
+
+segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate")
+"""segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
+style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv,
+predictions/<case>.nii.gz (in each image's own geometry) and, per class, cases_<class>.png (its
+worst, median and best case: segnet.evaluation.pictures) in the run folder."""
+
+segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postprocess:postprocess")
+"""segnet-postprocess data.root=DATASET 'runs=[RUN_FOLD0,...]': which connected-component rules
+raise the cross-validation's mean Dice, like nnU-Net's postprocessing determination; the rules
+go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
+
+segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export")
+"""segnet-export ckpt_path=CKPT [format=aoti|exported_program] [device=cpu|cuda] [output=model.pt2]:
+a trained network as a torch.export program or an AOTInductor package with model.json beside it,
+then run once on its own (torch and the op library alone) to prove it deploys."""

@@ -2,7 +2,7 @@
 label maps, exports, the preprocessed cache, plots) is written under a temporary name beside its
 target and renamed over it, so a crash, a kill or a reader at the wrong moment sees the previous
 file or the new one, never half of one. (Checkpoints do the same, flushed to disk too:
-segnet.training.checkpoints.)"""
+segnet.checkpoints.writing.)"""
 
 from __future__ import annotations
 

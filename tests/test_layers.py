@@ -17,11 +17,13 @@ PACKAGE = ROOT / "segnet"
 
 # Lowest first. A package may import from any package of an earlier layer, and from none of its
 # own layer or a later one; the stages run data <- planning <- preprocessing <- training, and
-# prediction needs a trained network (segnet.inference.model), not the training code.
+# prediction needs a trained network (segnet.inference.trained_model), not the training code.
 LAYERS = (
     ("errors", "files", "cluster", "metrics"),
-    ("topology",),
+    ("topology_metrics",),
+    ("checkpoints",),
     ("data",),
+    ("generated",),
     ("config",),
     ("commands",),
     ("model",),
@@ -31,6 +33,7 @@ LAYERS = (
     ("training",),
     ("evaluation", "export"),
     ("postprocessing",),
+    ("command_runs",),
 )
 LAYER_OF = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 
@@ -80,11 +83,24 @@ def test_imports_point_down_the_layers():
     assert not upward, "\n".join(upward)
 
 
+def test_no_two_modules_share_a_name():
+    """One name per thing: no two modules or packages under segnet/ share a name (a module's
+    without .py), so a name in an import, a traceback or a doc says which one it is."""
+    names: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.name == "__init__.py" or "__pycache__" in path.parts:
+            continue
+        if path.suffix == ".py" or (path / "__init__.py").is_file():
+            names.setdefault(path.name.removesuffix(".py"), []).append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert not shared, f"rename one of each: {shared}"
+
+
 @pytest.mark.parametrize("source", [
     "def f():\n    from segnet.training.module import SegmentationModule\n",  # inside a function
     "from segnet import training\n",
     "from ..training import module\n",  # relative, from segnet/inference/
-    "import segnet.training.api\n",
+    "import segnet.training.train\n",
 ])
 def test_the_rule_sees_every_form_of_import(source):
     module = PACKAGE / "inference" / "m.py"  # only parsed, never written: the path places it

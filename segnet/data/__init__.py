@@ -1,2 +1,2 @@
-"""Data: dataset folders (dataset.json, cases, splits), loading and augmentation transforms, the
-data modules, datasets over the preprocessed cache, header checks and generated phantoms."""
+"""Data: dataset folders (dataset.json, cases, splits), header checks, loading and augmentation
+transforms, normalization, the crops' sampling, and the files derived from a dataset."""

@@ -28,6 +28,7 @@ from monai.config import KeysCollection
 from monai.transforms import MapTransform, NormalizeIntensity, ScaleIntensity
 
 MASKED_BELOW = 0.75  # nnU-Net's: cropping to the non-zero region would drop over a quarter of the volume
+UNPLANNED = {"scheme": "zscore", "nonzero": True}  # each channel, where no normalization plan is given
 
 
 def scheme_of(channel_name: str) -> str:
@@ -76,7 +77,7 @@ class NormalizeChannelsd(MapTransform):
             image = d[key].float()  # a MetaTensor keeps its geometry and applied operations
             out = image.clone()
             for c in range(image.shape[0]):
-                out[c] = normalize(image[c], self.plan[c] if self.plan else {"scheme": "zscore"})
+                out[c] = normalize(image[c], self.plan[c] if self.plan else UNPLANNED)
             d[key] = out
         return d
 
@@ -91,5 +92,4 @@ def normalize(channel: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
         return ScaleIntensity(minv=0.0, maxv=1.0)(image)[0]
     if scheme == "noNorm":
         return channel
-    # plans from before the choice was planned z-scored the non-zero voxels: their models keep it
-    return NormalizeIntensity(nonzero=entry.get("nonzero", True))(image)[0]
+    return NormalizeIntensity(nonzero=entry["nonzero"])(image)[0]

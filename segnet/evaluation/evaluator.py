@@ -6,7 +6,7 @@ image's own geometry and written as a NIfTI with the image's affine), and scored
 label file as stored, per class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
 HD95 and the normalized surface Dice in mm, from the voxel spacing, and volumes
 (segnet.metrics); for the classes named thin (topology_classes), clDice and the Betti errors
-(segnet.topology), which the other classes' entries do not have.
+(segnet.topology_metrics), which the other classes' entries do not have.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from segnet.data.headers import read_problem
 from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
-from segnet.inference.model import TrainedModel
+from segnet.inference.component_rules import NONE, Rules
 from segnet.inference.names import check_same_names, dataset_names, run_names
-from segnet.inference.postprocessing import NONE, Rules
 from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
-from segnet.topology import TOPOLOGY_METRICS, topology_scores
+from segnet.topology_metrics import TOPOLOGY_METRICS, topology_scores
 
 SPLITS = ("validation", "test", "all")
 

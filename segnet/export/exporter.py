@@ -27,7 +27,7 @@ import torch
 
 from segnet.files import atomic_path, write_json
 from segnet.inference.exported import metadata_path
-from segnet.inference.model import TrainedModel
+from segnet.inference.trained_model import TrainedModel
 
 FORMATS = ("aoti", "exported_program")
 MAX_BATCH = 256

@@ -13,7 +13,7 @@ import torch
 
 import ops
 from segnet.errors import ConfigError
-from segnet.inference.model import TrainedModel
+from segnet.inference.trained_model import TrainedModel
 from segnet.model.network import on_stride_multiples
 from segnet.model.strides import Level
 

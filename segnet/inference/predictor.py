@@ -25,8 +25,8 @@ from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
-from segnet.inference.model import TrainedModel
-from segnet.inference.postprocessing import NONE, Rules
+from segnet.inference.component_rules import NONE, Rules
+from segnet.inference.trained_model import TrainedModel
 from segnet.inference.windows import plain, predict_with_flips, training_autocast
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import Any
 from segnet.data.derived import digest, file_digest
 from segnet.errors import ConfigError
 from segnet.files import write_json
-from segnet.inference.postprocessing import Rules
+from segnet.inference.component_rules import Rules
 from segnet.inference.predictor import Predictor
 
 log = logging.getLogger(__name__)
@@ -109,9 +109,8 @@ def claim(folder: Path, record: dict[str, Any], continuing: bool, label_maps: li
     if continuing and older and not path.exists():
         raise ConfigError(
             f"output={folder} holds {len(older)} label map(s) of this run's cases (e.g. {older[0].name}) but no "
-            f"{RECORD}: an older segnet-predict made them and did not record its model, so continue=true cannot "
-            "tell whether they are this model's. Give continue=false to predict every case again, or predict into "
-            "another output folder")
+            f"{RECORD}: nothing recorded the model that made them, so continue=true cannot tell whether they are "
+            "this model's. Give continue=false to predict every case again, or predict into another output folder")
     folder.mkdir(parents=True, exist_ok=True)
     if create_json(path, record):
         return

@@ -1,6 +1,6 @@
 """The training loss as a weighted sum of terms (conf/loss/, `loss.<term>.weight`):
 
-- dice_ce: Dice plus cross-entropy (segnet.model.loss), deeply supervised where the model is;
+- dice_ce: Dice plus cross-entropy (segnet.model.dice_ce), deeply supervised where the model is;
 - edge: the softmax's edges matched to the label's through the op (segnet.model.edge_loss);
 - hausdorff_dt: MONAI's HausdorffDTLoss (Karimi and Salcudean, IEEE TMI 2020), from distance
   transforms of the prediction and the label;
@@ -26,29 +26,26 @@ from monai.losses import HausdorffDTLoss, SoftclDiceLoss
 from torch import nn
 
 from segnet.errors import ConfigError
+from segnet.model.dice_ce import dice_ce_loss
 from segnet.model.edge_loss import EdgeMatchingLoss
-from segnet.model.loss import training_loss
 from segnet.model.map_losses import BoundaryLoss, SkeletonRecallLoss
 
 TERMS = ("dice_ce", "edge", "hausdorff_dt", "cldice", "boundary", "skeleton_recall")
 # What a term takes besides the logits and the label: the batch's spacing, or a map of the label's
 TERM_INPUT = {"edge": "spacing", "boundary": "distance", "skeleton_recall": "skeleton"}
-DEFAULT_LOSS = {"dice_ce": {"weight": 1.0}, "ramp_steps": 0}  # runs and checkpoints from before conf/loss/
 MASKLESS = ("hausdorff_dt", "cldice")  # MONAI's losses take no mask: no ignore label
 
 
-def effective_loss(settings: dict[str, Any] | None) -> dict[str, Any]:
+def effective_loss(settings: dict[str, Any]) -> dict[str, Any]:
     """What a loss config computes: its terms of nonzero weight, and the ramp where a term ramps.
-    Two configs train alike exactly when these agree (a run from before conf/loss/: dice_ce alone)."""
-    settings = settings or DEFAULT_LOSS
+    Two configs train alike exactly when these agree."""
     active = {name: value for name, value in settings.items() if name in TERMS and float(value["weight"]) != 0}
     ramp = {"ramp_steps": settings.get("ramp_steps", 0)} if set(active) - {"dice_ce"} else {}
     return {**active, **ramp}
 
 
-def required_maps(settings: dict[str, Any] | None) -> list[str]:
+def required_maps(settings: dict[str, Any]) -> list[str]:
     """The label's derived maps that the loss's terms read (for the data module to carry)."""
-    settings = settings or DEFAULT_LOSS
     return [TERM_INPUT[name] for name in ("boundary", "skeleton_recall")
             if float(settings.get(name, {}).get("weight", 0)) != 0]
 
@@ -72,10 +69,9 @@ def build_term(name: str, settings: dict[str, Any], classes: int, ignore_label: 
 
 
 class TrainingLoss(nn.Module):
-    def __init__(self, settings: dict[str, Any] | None, classes: int, ignore_label: int | None, levels: int,
+    def __init__(self, settings: dict[str, Any], classes: int, ignore_label: int | None, levels: int,
                  backend: str = "auto"):
         super().__init__()
-        settings = settings or DEFAULT_LOSS
         unknown = sorted(set(settings) - set(TERMS) - {"ramp_steps"})
         if unknown:
             raise ConfigError(f"loss: unknown term(s) {', '.join(unknown)}; the terms are {', '.join(TERMS)}")
@@ -84,7 +80,7 @@ class TrainingLoss(nn.Module):
         if not self.weights:
             raise ConfigError("loss: every term has weight 0; give one a weight, e.g. loss.dice_ce.weight=1")
         self.ramp_steps = int(settings.get("ramp_steps", 0))
-        self.dice_ce = training_loss(ignore_label, levels) if "dice_ce" in self.weights else None
+        self.dice_ce = dice_ce_loss(ignore_label, levels) if "dice_ce" in self.weights else None
         self.added = nn.ModuleDict({name: build_term(name, settings[name], classes, ignore_label, backend)
                                     for name in self.weights if name != "dice_ce"})
 

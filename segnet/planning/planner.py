@@ -11,9 +11,9 @@ and cropped, for a 2D and a 3D model, in the spirit of nnU-Net's experiment plan
 - Patch size: the median resampled shape, rounded up to the network's total stride, shrunk (the
   axis of largest physical extent first) until a batch of MIN_BATCH fits the memory budget;
   batch size: what the budget allows, at most BATCH_SHARE of the dataset's voxels per step.
-- The network sized by the plan (segnet.planning.topology, nnU-Net's rule): proposed for the
+- The network sized by the plan (segnet.planning.network_shape, nnU-Net's rule): proposed for the
   median shape, its patch and batch found the same way with its own memory count, and the
-  topology made again for the patch that fits. A model whose channels or strides are left open
+  network's shape made again for the patch that fits. A model whose channels or strides are left open
   (model=resenc) trains that proposal (the configuration's patch and batch are the proposal's);
   a fixed one (model=edge_unet) gets a patch and batch of its own.
 - Memory: the bytes the network saves for its backward pass per voxel of a patch, counted by
@@ -40,7 +40,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
 from segnet.model.strides import total_strides
-from segnet.planning.topology import network_topology
+from segnet.planning.network_shape import network_shape
 
 ANISOTROPY = 3.0
 # A CPU step's compute: make train's (16 crops of 96 x 96 through edge_unet, forward and backward).
@@ -175,10 +175,10 @@ def sized_network(
     model: dict[str, Any], median_shape: Sequence[float], spacing: Sequence[float], budget: Budget, dataset: Dataset,
 ) -> dict[str, Any]:
     """The network the plan proposes for a configuration, with the patch and batch it trains."""
-    proposed = network_topology(spacing, [math.ceil(s) for s in median_shape])
+    proposed = network_shape(spacing, [math.ceil(s) for s in median_shape])
     fit = fitted_patch_and_batch({**model, "channels": proposed.channels, "strides": proposed.strides},
                                  proposed.patch_size, spacing, budget, dataset)
-    fitting = network_topology(spacing, fit["patch_size"])  # fewer levels where the patch had to shrink
+    fitting = network_shape(spacing, fit["patch_size"])  # fewer levels where the patch had to shrink
     return {"channels": fitting.channels, "strides": fitting.strides, **fit, "patch_size": fitting.patch_size}
 
 

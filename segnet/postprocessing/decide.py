@@ -1,4 +1,4 @@
-"""Which postprocessing rules (segnet.inference.postprocessing) raise the cross-validation's mean
+"""Which postprocessing rules (segnet.inference.component_rules) raise the cross-validation's mean
 Dice, as nnU-Net decides them: first the largest component of the foreground as a whole, kept
 when it raises the mean Dice over the foreground classes; then, on top, the largest component of
 each class, kept when it raises that class's Dice. A tie keeps the prediction as it is.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from segnet.inference.postprocessing import TRIALS, Rules
+from segnet.inference.component_rules import TRIALS, Rules
 from segnet.metrics import mean_per_class, nanmean
 
 

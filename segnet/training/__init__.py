@@ -1,2 +1,2 @@
-"""Training: the LightningModule, its callbacks and checkpoints, the run folder and metrics.json;
-segnet-train (and train.py)."""
+"""Training: the LightningModule, its callbacks and the state a resume needs, the run folder and
+metrics.json; what segnet-train (and train.py) runs."""

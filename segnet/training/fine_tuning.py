@@ -24,10 +24,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from segnet.checkpoints.reading import read_checkpoint
 from segnet.errors import ConfigError
-from segnet.inference.loading import read_checkpoint
 from segnet.inference.names import check_same_names, run_names, shown
-from segnet.planning.api import apply_plan
+from segnet.planning.plan import apply_plan
 
 log = logging.getLogger(__name__)
 HEADS = ("head.", "supervision_heads.")  # EdgeUNet's output convolutions: one channel per class

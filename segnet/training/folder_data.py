@@ -4,8 +4,8 @@ By default it trains on the preprocessed cache (segnet.preprocessing), built onc
 (Lightning's prepare_data on global rank 0) for every labelled case, so every fold shares it:
 crops read by memory map, augmented in the loader's workers or, batched, on the training device
 (data.augment_on). data.preprocessed=false loads and preprocesses the sources into memory at
-every start instead (MONAI's CacheDataset), the way it was done before the cache. Either way the
-draws (which case, its crops, their augmentation) are segnet.data.sampling's, per rank.
+every start instead (MONAI's CacheDataset). Either way the draws (which case, its crops, their
+augmentation) are segnet.data.sampling's, per rank.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validat
 from segnet.data.splits import choose_split
 from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
 from segnet.errors import ConfigError
-from segnet.preprocessing.api import preprocess
 from segnet.preprocessing.datasets import CropDataset, VolumeDataset
 from segnet.preprocessing.maps import ensure_maps
+from segnet.preprocessing.preprocess import preprocess
 from segnet.training.signals import ignore_stop_signals
 
 AUGMENT_ON = ("workers", "device")
@@ -66,7 +66,7 @@ class FolderDataModule(L.LightningDataModule):
         self.prepare_data_per_node = False
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
-        # The dataset's plan (segnet.planning.api, checked for integrity there, once for all ranks).
+        # The dataset's plan (segnet.planning.plan, checked for integrity there, once for all ranks).
         self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing}
 
     def prepare_data(self) -> None:

@@ -20,20 +20,19 @@ import torch
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
+from segnet.checkpoints.paths import one_checkpoint
+from segnet.checkpoints.reading import refusing_unsafe
 from segnet.errors import ConfigError
-from segnet.inference.loading import one_checkpoint, refusing_unsafe
 from segnet.model.loss_terms import effective_loss
-from segnet.training.optimizers import named
 
 log = logging.getLogger(__name__)
 SECTIONS = ("model", "data", "optim", "loss", "inference")  # SegmentationModule's hyperparameters that make the run
 # What a resumed run may change: where and how fast it reads its data, how it batches windows;
 # whether the workers or the device augment (the same distributions; auto follows the trainer);
-# the schedule's length, which a resume takes from the checkpoint whatever this says; the data
-# module's class and group name, which name the code that reads the data (data=decathlon and
-# data=folder read a folder alike), not the data.
+# the schedule's length, which a resume takes from the checkpoint whatever this says; the classes
+# the final validation scores for topology, a measurement that trains nothing.
 RESUMABLE = {"data.num_workers", "data.cache_dir", "data.cache_rate", "data.augment_on", "inference.sw_batch_size",
-             "optim.schedule_steps", "data._target_", "data.name", "data.topology_classes"}
+             "optim.schedule_steps", "data.topology_classes"}
 
 
 def run_checkpoints(run_folder: Path) -> list[Path]:
@@ -83,8 +82,8 @@ def flatten(section: Any, prefix: str) -> dict[str, Any]:
 
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """`key: saved there, current here` for every setting of SECTIONS that differs."""
-    saved = {**saved, "optim": named(saved.get("optim", {})), "loss": effective_loss(saved.get("loss"))}
-    current = {**current, "loss": effective_loss(current.get("loss"))}
+    saved = {**saved, "loss": effective_loss(saved["loss"])} if "loss" in saved else saved
+    current = {**current, "loss": effective_loss(current["loss"])}
     before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}
     now = {k: v for s in SECTIONS for k, v in flatten(current[s], s).items()}
     missing = object()

@@ -1,4 +1,4 @@
-"""DataModule over the built-in synthetic data (segnet.data.synthetic): images made on the fly,
+"""DataModule over the built-in synthetic data (segnet.generated.synthetic): images made on the fly,
 the same for a seed, in shuffled passes split between the ranks (segnet.data.sampling)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from segnet.data.sampling import CasesOf, DrawSampler, fit_position, validation_sampler
-from segnet.data.synthetic import DIFFICULTIES, SyntheticSegmentation
 from segnet.errors import ConfigError
+from segnet.generated.synthetic import DIFFICULTIES, SyntheticSegmentation
 from segnet.training.signals import ignore_stop_signals
 
 

@@ -275,7 +275,8 @@ def test_the_no_affine_recipe_leaves_out_rotation_and_scaling_in_workers_and_on_
                                                         if k is not T.RandAffined]
     assert T.RandAffined not in kinds(train_transforms([8, 8], 2, 1, affine=False).transforms)
     cfg = compose_config(tiny_overrides())
-    sections = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "data", "optim", "inference")}
+    sections = {key: OmegaConf.to_container(cfg[key], resolve=True)
+                for key in ("model", "data", "optim", "inference", "loss")}
     sections["data"].update(augment_on="device", patch_size=[32, 32])
     assert SegmentationModule(**sections, backend="python").augmentation.probs["affine"] == PROBS["affine"] > 0
     sections["data"]["affine_augmentation"] = False

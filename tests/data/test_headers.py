@@ -23,7 +23,7 @@ from segnet.data.transforms import eval_transforms, load_case
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.planning.record import dataset_fingerprint
-from segnet.preprocessing.api import preprocess
+from segnet.preprocessing.preprocess import preprocess
 
 DIM_OFFSET, PIXDIM_OFFSET = 40, 76  # NIfTI-1: dim[8] int16, pixdim[8] float32
 GEOMETRY = {"orientation": "RAS", "spacing": None, "normalization": None}

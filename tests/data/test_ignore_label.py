@@ -16,11 +16,11 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import case_dicts, train_transforms
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
-from segnet.model.loss import SegmentationLoss
+from segnet.model.dice_ce import SegmentationLoss
 from segnet.preprocessing import datasets as cache_datasets
-from segnet.preprocessing.api import preprocess
 from segnet.preprocessing.datasets import CropDataset
-from segnet.training.api import train
+from segnet.preprocessing.preprocess import preprocess
+from segnet.training.train import train
 
 
 def with_ignore(root, value=3):

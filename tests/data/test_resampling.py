@@ -1,7 +1,7 @@
 """Loading a scan on the plan's grid (segnet.data.transforms: Orientationd, then Spacingd), checked
 against what does not go through that chain: the geometry each stored grid and plan imply, an
 independent resampling of the same file (nibabel.processing, i.e. scipy.ndimage), and the
-phantom's anatomy, whose size and place in millimetres are known (segnet.data.phantom).
+phantom's anatomy, whose size and place in millimetres are known (segnet.generated.phantom).
 
 The tests that predict through the plan and back (test_planning.py, tests/inference/) build their
 expected prediction with the same chain that Invertd undoes, so they would still pass with
@@ -15,8 +15,8 @@ import pytest
 from nibabel.processing import resample_from_to
 
 from helpers.data import OBLIQUE_AFFINE
-from segnet.data.phantom import sample_phantom, save_nifti
 from segnet.data.transforms import eval_transforms
+from segnet.generated.phantom import sample_phantom, save_nifti
 
 RAS = "RAS"
 FLIPPED = {"L": "R", "P": "A", "I": "S"}

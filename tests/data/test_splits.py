@@ -16,7 +16,7 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.data.splits import choose_split, kfold
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import select_cases
-from segnet.training.api import train
+from segnet.training.train import train
 
 
 def sklearn_folds(names: list[str], folds: int, seed: int) -> list[dict[str, list[str]]]:

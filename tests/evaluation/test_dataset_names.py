@@ -13,7 +13,7 @@ from helpers.data import write_decathlon
 from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
-from segnet.evaluation.api import evaluate
+from segnet.evaluation.evaluate import evaluate
 from segnet.evaluation.evaluator import check_compatible
 from segnet.inference.loading import load_checkpoint
 from segnet.inference.names import Names, check_same_names

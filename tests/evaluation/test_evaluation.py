@@ -28,8 +28,8 @@ from segnet.evaluation.evaluator import (
 )
 from segnet.inference.loading import load_checkpoint
 from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
-from segnet.topology import topology_classes
-from segnet.training.api import train
+from segnet.topology_metrics import topology_classes
+from segnet.training.train import train
 
 
 def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():

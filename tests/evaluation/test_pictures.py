@@ -8,8 +8,8 @@ import math
 import matplotlib.image
 import numpy as np
 
-from segnet.data.phantom import save_nifti
 from segnet.evaluation.pictures import centre_slice, ranked_cases, write_case_pictures
+from segnet.generated.phantom import save_nifti
 
 
 def entry(name: str, dice: float, folder=None) -> dict:

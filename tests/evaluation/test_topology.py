@@ -1,4 +1,4 @@
-"""Topology metrics (segnet.topology) on constructed cases whose answer is known: a ring cut open, a
+"""Topology metrics (segnet.topology_metrics) on constructed cases whose answer is known: a ring cut open, a
 line broken in two, a hollow cube and a torus in 3D, and the empty conventions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from segnet.topology import betti_numbers, cldice, topology_scores
+from segnet.topology_metrics import betti_numbers, cldice, topology_scores
 
 
 def ring(size: int = 32, radius: float = 9.0, width: float = 2.0) -> np.ndarray:

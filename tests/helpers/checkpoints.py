@@ -28,7 +28,8 @@ def run_data(class_names: Sequence[str] = CLASS_NAMES, channels: Sequence[str] =
              normalization: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A 3D run's data settings on a dataset folder, with the plan training puts in them (a CT
     channel's normalization needs its statistics given)."""
-    normalization = normalization or [{"channel": name, "scheme": scheme_of(name)} for name in channels]
+    normalization = normalization or [{"channel": name, "scheme": scheme_of(name), "nonzero": True}
+                                      for name in channels]
     plan = {"orientation": orientation, "slicing_axis": orientation[-1], "target_spacing": list(spacing),
             "normalization": normalization,
             "configurations": {"2d": {"spacing": [*spacing[:2], 0.0]}, "3d": {"spacing": list(spacing)}}}

@@ -1,5 +1,5 @@
 """Tiny Decathlon and nnU-Net datasets of spheres for tests; the files and dataset.json are
-written by segnet.data.phantom, as its phantom datasets are."""
+written by segnet.generated.phantom, as its phantom datasets are."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from segnet.data.phantom import save_nifti, training_entry, write_case, write_dataset_json
+from segnet.generated.phantom import save_nifti, training_entry, write_case, write_dataset_json
 
 CLASS_NAMES = ("background", "core", "shell")
 

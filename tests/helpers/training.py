@@ -112,7 +112,7 @@ def tiny_overrides(spatial_dims: int = 2) -> list[str]:
 
 def train_tiny_task(tmp_path_factory, *overrides: str) -> tuple[Path, Path]:
     """A tiny Decathlon task on an oblique grid and a tiny model trained on it: (dataset, run folder)."""
-    from segnet.training.api import train
+    from segnet.training.train import train
 
     root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
     run = tmp_path_factory.mktemp("run")

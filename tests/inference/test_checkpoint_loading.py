@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from helpers.training import run_train_script, tiny_overrides
-from segnet.inference.loading import CheckpointError, load_checkpoint
+from segnet.checkpoints.reading import CheckpointError
+from segnet.inference.loading import load_checkpoint
 
 
 class RunsCodeWhenUnpickled:
@@ -51,7 +52,7 @@ def test_resuming_training_from_it_is_refused_before_any_code_runs(hostile_check
 def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path):
     from helpers.training import compose_config
     from segnet.evaluation.evaluator import Evaluator
-    from segnet.training.api import train
+    from segnet.training.train import train
 
     train(compose_config(tiny_overrides() + ["op=cpp", "trainer.precision=bf16-mixed"], output_dir=tmp_path))
     model = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt", backend="cpp")

@@ -18,9 +18,9 @@ import torch
 
 from helpers.commands import installed_command, run_command
 from helpers.training import compose_config, train_tiny_task
-from segnet.data.phantom import save_nifti
 from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
-from segnet.inference.api import predict
+from segnet.generated.phantom import save_nifti
+from segnet.inference.predict import predict
 from segnet.inference.predictor import find_cases, header_description
 from segnet.inference.provenance import RECORD, claim, create_json, read_record
 
@@ -230,10 +230,10 @@ def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog)
     # Probabilities asked for now: the cases written without them are not done.
     assert predict_with(second, "continue=true", "save_probabilities=true") == ["scan0", "scan1"]
     assert predict_with(second, "continue=true", "save_probabilities=true") == []
-    # Label maps without a record (an older segnet's): refused on continue=true, with advice.
+    # Label maps without a record (made by something else): refused on continue=true, with advice.
     (out / RECORD).unlink()
     with pytest.raises(ConfigError, match=r"holds 2 label map\(s\) of this run's cases \(e.g. scan0.nii.gz\) but no "
-                                          rf"{RECORD}: an older segnet-predict made them.*Give continue=false"):
+                                          rf"{RECORD}: nothing recorded the model that made them.*Give continue=false"):
         predict_with(second, "continue=true")
     assert predict_with(second) == ["scan0", "scan1"] and read_record(out / RECORD) == replaced
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segnet.inference.model import TrainedModel
-from segnet.model.loss import SegmentationLoss, supervision_weights, training_loss
+from segnet.inference.trained_model import TrainedModel
+from segnet.model.dice_ce import SegmentationLoss, dice_ce_loss, supervision_weights
 from segnet.model.network import EdgeUNet
 
 
@@ -33,10 +33,10 @@ def test_the_loss_is_the_weighted_sum_over_levels_with_the_label_downsampled_by_
     # nearest-exact takes the voxel under each coarse voxel's centre: 2i + 1 at 1/2, 4i + 2 at 1/4
     by_hand = (4 * plain(full, label) + 2 * plain(half, label[..., 1::2, 1::2])
                + plain(quarter, label[..., 2::4, 2::4])) / 7
-    loss = training_loss(ignore_label, 3)([full, half, quarter], label.float())
+    loss = dice_ce_loss(ignore_label, 3)([full, half, quarter], label.float())
     assert loss.item() == pytest.approx(by_hand.item(), rel=1e-6)
     # one level is the plain loss, whatever the label's dtype
-    assert training_loss(ignore_label)(full, label.float()).item() == pytest.approx(plain(full, label).item(),
+    assert dice_ce_loss(ignore_label)(full, label.float()).item() == pytest.approx(plain(full, label).item(),
                                                                                     rel=1e-6)
 
 
@@ -65,7 +65,7 @@ def test_anisotropic_strides_give_per_axis_levels():
 def test_the_gradient_reaches_every_supervision_head():
     net = network(levels=5).train()
     label = torch.randint(0, 3, (2, 1, 32, 32)).float()
-    training_loss(None, 3)(net(torch.randn(2, 1, 32, 32)), label).backward()
+    dice_ce_loss(None, 3)(net(torch.randn(2, 1, 32, 32)), label).backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.supervision_heads.parameters())
 
 

@@ -10,9 +10,9 @@ from omegaconf import OmegaConf
 
 from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.phantom import write_phantom_dataset
 from segnet.errors import ConfigError
-from segnet.planning.api import plan_budget, planned_device
+from segnet.generated.phantom import write_phantom_dataset
+from segnet.planning.plan import plan_budget, planned_device
 from segnet.planning.planner import CPU_STEP_GFLOPS, Budget, plan_dataset, step_flops_per_voxel
 from segnet.planning.record import dataset_fingerprint
 

@@ -17,7 +17,7 @@ from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import DatasetError
 from segnet.planning import record
-from segnet.planning.api import plan_for_run
+from segnet.planning.plan import plan_for_run
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The network sized by the plan (segnet.planning.topology): nnU-Net's own planner gives the same
+"""The network sized by the plan (segnet.planning.network_shape): nnU-Net's own planner gives the same
 stages, strides and padded patch; the plan proposes it with a patch and batch of its own; a
 model that leaves channels or strides open trains it, values set win; model=resenc trains."""
 
@@ -15,10 +15,10 @@ from helpers.data import write_decathlon
 from helpers.training import TINY_2D, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.model.strides import total_strides
-from segnet.planning.api import apply_plan, make_plan, size_network
+from segnet.planning.network_shape import BASE_FEATURES, MAX_FEATURES, MIN_EDGE, network_shape
+from segnet.planning.plan import apply_plan, make_plan, size_network
 from segnet.planning.planner import Budget, Dataset, sized_network
-from segnet.planning.topology import BASE_FEATURES, MAX_FEATURES, MIN_EDGE, network_topology
-from segnet.training.api import train
+from segnet.training.train import train
 
 NNUNET_MIN_EDGE, NNUNET_BASE, NNUNET_MAX = 4, 32, {2: 512, 3: 320}  # nnU-Net v2's ExperimentPlanner
 
@@ -31,15 +31,15 @@ NNUNET_MIN_EDGE, NNUNET_BASE, NNUNET_MAX = 4, 32, {2: 512, 3: 320}  # nnU-Net v2
 def test_the_stages_are_nnunets(spacing, patch):
     assert (MIN_EDGE, BASE_FEATURES, MAX_FEATURES) == (NNUNET_MIN_EDGE, NNUNET_BASE, NNUNET_MAX)
     _, pools, _, padded, divisor = get_pool_and_conv_props(spacing, patch, NNUNET_MIN_EDGE, 999999)
-    topology = network_topology(spacing, patch)
-    assert topology.strides == [list(level) for level in pools[1:]]  # nnU-Net's first "pool" is the stem's 1s
-    assert topology.patch_size == [int(p) for p in padded]
+    shape = network_shape(spacing, patch)
+    assert shape.strides == [list(level) for level in pools[1:]]  # nnU-Net's first "pool" is the stem's 1s
+    assert shape.patch_size == [int(p) for p in padded]
     features = [min(NNUNET_MAX[len(patch)], NNUNET_BASE * 2**stage) for stage in range(len(pools))]
-    assert topology.channels == features
-    assert list(total_strides(topology.strides, len(patch))) == [int(d) for d in divisor]
+    assert shape.channels == features
+    assert list(total_strides(shape.strides, len(patch))) == [int(d) for d in divisor]
 
 
-def test_a_patch_that_must_shrink_gets_the_topology_of_the_patch_it_trains():
+def test_a_patch_that_must_shrink_gets_the_network_shape_of_the_patch_it_trains():
     model = {"num_res_units": 1, "norm": "instance", "act": "prelu", "dropout": 0.0, "edge_placement": ["input"],
              "edge_alpha_init": 0.1}
     dataset = Dataset(in_channels=1, num_classes=2, voxels=1e9)
@@ -93,7 +93,7 @@ def test_the_plan_proposes_the_network_for_every_configuration(tmp_path):
     for dims in (2, 3):
         configuration = plan["configurations"][f"{dims}d"]
         network = configuration["network"]
-        assert network_topology(configuration["spacing"][:dims], network["patch_size"]).strides == network["strides"]
+        assert network_shape(configuration["spacing"][:dims], network["patch_size"]).strides == network["strides"]
         assert network["batch_size"] >= 2 and network["channels"][0] == 32
     json.dumps(plan)  # as plans.json holds it
 

@@ -17,11 +17,11 @@ from helpers.checkpoints import MODEL_3D, rename_in_dataset_json, run_data, writ
 from helpers.data import write_decathlon
 from helpers.training import compose_config, train_tiny_task
 from segnet.errors import ConfigError
-from segnet.evaluation.api import evaluate
+from segnet.evaluation.evaluate import evaluate
 from segnet.evaluation.evaluator import Evaluator
-from segnet.inference.postprocessing import FILE, NONE, Rules, case_scores, read_rules, rules_for
-from segnet.postprocessing.api import postprocess
+from segnet.inference.component_rules import FILE, NONE, Rules, case_scores, read_rules, rules_for
 from segnet.postprocessing.decide import decide
+from segnet.postprocessing.postprocess import postprocess
 
 
 def two_class_case() -> tuple[np.ndarray, np.ndarray]:

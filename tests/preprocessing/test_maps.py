@@ -25,7 +25,6 @@ from segnet.data.derived import code_version, library_version
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.transforms import augmentation_transforms
 from segnet.preprocessing import maps
-from segnet.preprocessing.api import preprocess
 from segnet.preprocessing.datasets import CropDataset
 from segnet.preprocessing.maps import (
     MAPS_CODE,
@@ -35,6 +34,7 @@ from segnet.preprocessing.maps import (
     signed_distance,
     skeleton_map,
 )
+from segnet.preprocessing.preprocess import preprocess
 
 GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
 

@@ -21,10 +21,10 @@ from helpers.data import write_decathlon, write_nnunet
 from segnet.data import derived
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import case_dicts, eval_transforms
-from segnet.preprocessing import api
 from segnet.preprocessing import cache as preprocessing_cache
-from segnet.preprocessing.api import preprocess
+from segnet.preprocessing import preprocess as preprocess_module
 from segnet.preprocessing.datasets import CropDataset, VolumeDataset, patch_start, read_box
+from segnet.preprocessing.preprocess import preprocess
 
 GEOMETRY = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5], "normalization": None}
 
@@ -38,14 +38,14 @@ def dataset(tmp_path):
 def built_cases(monkeypatch) -> list[str]:
     """The names of the cases build_case writes from now on."""
     built = []
-    original = api.build_case
+    original = preprocess_module.build_case
 
     def counting(case, entry, *args):
         if not entry.is_current(case):
             built.append(case.name)
         original(case, entry, *args)
 
-    monkeypatch.setattr(api, "build_case", counting)
+    monkeypatch.setattr(preprocess_module, "build_case", counting)
     return built
 
 
@@ -111,7 +111,7 @@ def test_concurrent_builders_make_one_correct_cache(dataset, tmp_path):
     description, cache = dataset
     script = (
         "import sys; from segnet.data.dataset_json import describe_dataset; "
-        "from segnet.preprocessing.api import preprocess; "
+        "from segnet.preprocessing.preprocess import preprocess; "
         "d = describe_dataset(sys.argv[1]); "
         f"preprocess(d, d.labelled, {GEOMETRY!r}, sys.argv[2], workers=1)"
     )

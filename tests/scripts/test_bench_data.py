@@ -35,7 +35,7 @@ def test_the_quick_benchmark_writes_its_table(tmp_path):
     assert {row["measurement"] for row in rows} == MEASUREMENTS
     assert all(math.isfinite(float(row["value"])) and row["unit"] for row in rows)
     paths = {row["path"] for row in rows if row["measurement"] == "setup time"}
-    assert paths == {"old: CacheDataset", "new: cold cache", "new: warm cache"}
+    assert paths == {"CacheDataset", "preprocessed cache: cold", "preprocessed cache: warm"}
     assert {row["cases"] for row in rows if row["measurement"] == "setup time"} == {"2", "4"}
     paths = {row["path"] for row in rows if row["measurement"] == "fingerprint time"}
     assert paths == {"cold record", "warm record"}

@@ -13,7 +13,7 @@ from hydra.utils import instantiate
 
 from helpers.sweeps import csv_rows, run_report, write_hydra, write_run
 from helpers.training import compose_config, run_train_script, tiny_overrides
-from segnet.training.api import build_module, train
+from segnet.training.train import build_module, train
 
 
 class LossRecorder(L.Callback):

@@ -13,7 +13,7 @@ from monai.data import MetaTensor
 from helpers.training import compose_config, tiny_overrides
 from segnet.model.sharpening import FixedSharpening
 from segnet.training import module
-from segnet.training.api import train
+from segnet.training.train import train
 
 
 @pytest.mark.parametrize("variant", ["sharp_skips", "frozen"])
@@ -52,7 +52,7 @@ def test_validation_measures_distances_in_the_cases_spacing():
 
 
 def test_the_sharp_unet_variant_puts_the_fixed_filter_on_every_skip():
-    from segnet.training.api import build_module
+    from segnet.training.train import build_module
 
     cfg = compose_config(tiny_overrides() + ["variant=sharp_skips"])
     net = build_module(cfg, "cpp").net

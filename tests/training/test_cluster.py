@@ -19,7 +19,7 @@ from helpers.training import TINY_MODEL, TINY_TRAINER, batch_log, compose_config
 from segnet import cluster
 from segnet.data.dataset_json import describe_dataset
 from segnet.files import write_json, write_text
-from segnet.planning.api import make_plan
+from segnet.planning.plan import make_plan
 
 
 def launcher_environments(kind: str, port: int) -> list[dict[str, str]]:

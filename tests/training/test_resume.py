@@ -31,11 +31,10 @@ from helpers.training import (
     run_train_script,
     tiny_overrides,
 )
+from segnet.checkpoints.writing import AtomicCheckpointIO
 from segnet.errors import ConfigError
 from segnet.files import atomic_path, remove_temporaries, write_text
-from segnet.training.api import train
-from segnet.training.checkpoints import AtomicCheckpointIO
-from segnet.training.resume import differences
+from segnet.training.train import train
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
 
@@ -352,17 +351,6 @@ def slurm_job(monkeypatch) -> None:
                         "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NNODES": "1", "SLURM_JOB_ID": "4242",
                         "SLURM_JOB_NAME": "segnet-test", "SLURM_NODELIST": "127.0.0.1"}.items():
         monkeypatch.setenv(name, value)
-
-
-def test_a_run_saved_under_the_data_modules_older_names_is_the_same_run():
-    sections = {"model": {"channels": [8, 16]}, "optim": {"name": "adamw_cosine", "lr": 0.003},
-                "inference": {"overlap": 0.5}}
-    saved = {**sections, "data": {"_target_": "segnet.data.decathlon.DecathlonDataModule", "name": "decathlon",
-                                  "fold": 0}}
-    now = {**sections, "data": {"_target_": "segnet.training.folder_data.FolderDataModule", "name": "folder",
-                                "fold": 0}}
-    assert differences(saved, now) == []
-    assert differences(saved, {**now, "data": {**now["data"], "fold": 1}}) == ["data.fold: 0 there, 1 now"]
 
 
 def test_under_slurm_the_final_validation_scores_the_final_weights(tmp_path, monkeypatch):

@@ -20,13 +20,13 @@ MAX_FEATURES = {2: 512, 3: 320}
 
 
 @dataclass(frozen=True)
-class Topology:
+class NetworkShape:
     channels: list[int]  # per level, the full resolution first
     strides: list[list[int]]  # per level below the top, one per axis
     patch_size: list[int]  # the patch padded to the total stride
 
 
-def network_topology(spacing: Sequence[float], patch: Sequence[int]) -> Topology:
+def network_shape(spacing: Sequence[float], patch: Sequence[int]) -> NetworkShape:
     dims = len(patch)
     spacing, size = [float(s) for s in spacing], [float(p) for p in patch]
     strides: list[list[int]] = []
@@ -44,4 +44,4 @@ def network_topology(spacing: Sequence[float], patch: Sequence[int]) -> Topology
     channels = [min(MAX_FEATURES[dims], BASE_FEATURES * 2**level) for level in range(len(strides) + 1)]
     divisor = total_strides(strides, dims)
     padded = [d * math.ceil(p / d) for p, d in zip(patch, divisor, strict=True)]
-    return Topology(channels, strides, padded)
+    return NetworkShape(channels, strides, padded)

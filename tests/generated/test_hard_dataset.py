@@ -1,4 +1,4 @@
-"""The hard generated task (segnet.data.hard): structures thinner than 3 voxels, a foreground that
+"""The hard generated task (segnet.generated.hard): structures thinner than 3 voxels, a foreground that
 stands out from the background by about the noise, partial volume at every boundary, and images that
 are a function of their seed; on the fly (data=synthetic2d_hard) and as a dataset folder."""
 
@@ -10,8 +10,8 @@ from scipy import ndimage
 
 from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.hard import hard_image_2d, hard_shares, write_hard_dataset
 from segnet.errors import ConfigError
+from segnet.generated.hard import hard_image_2d, hard_shares, write_hard_dataset
 from segnet.training.synthetic_data import SyntheticDataModule
 
 NOISE = 0.4

@@ -1,4 +1,5 @@
-"""The training loss: Dice plus cross-entropy, as nnU-Net and MONAI's DiceCELoss compute it.
+"""The training loss's dice_ce term (segnet.model.loss_terms): Dice plus cross-entropy, as nnU-Net
+and MONAI's DiceCELoss compute it.
 
 With an ignore label (dataset.json's "ignore"), both terms see only the voxels whose class is
 known: the Dice term through MONAI's MaskedDiceLoss, cross-entropy through its ignore_index.
@@ -41,7 +42,7 @@ def supervision_weights(levels: int) -> list[float]:
     return [weight / sum(halves) for weight in halves]
 
 
-def training_loss(ignore_label: int | None, levels: int = 1) -> nn.Module:
+def dice_ce_loss(ignore_label: int | None, levels: int = 1) -> nn.Module:
     """The loss of a network with `levels` outputs (1: no deep supervision). Labels come as
     floats holding the class numbers: nearest interpolation has no integer kernels."""
     loss = SegmentationLoss(ignore_label)

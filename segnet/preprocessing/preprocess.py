@@ -21,7 +21,7 @@ from segnet.data.derived import cache_root, case_stamps
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError
 from segnet.files import exclusive, write_json
-from segnet.planning.api import plan_for_run, record_plan
+from segnet.planning.plan import plan_for_run, record_plan
 from segnet.preprocessing.cache import PreprocessedCase, cache_folder, label_dtype, loading_plan
 
 log = logging.getLogger(__name__)

@@ -14,13 +14,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import check_compatible, read_reference, select_cases
 from segnet.files import write_json
-from segnet.inference.api import check_headers
-from segnet.inference.loading import check_checkpoint_file, load_for_inference
-from segnet.inference.postprocessing import FILE, case_scores
+from segnet.inference.component_rules import FILE, case_scores
+from segnet.inference.loading import load_for_inference
+from segnet.inference.predict import check_headers
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.metrics import nanmean
 from segnet.postprocessing.decide import decide

@@ -8,14 +8,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from segnet.checkpoints.paths import one_checkpoint
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
-from segnet.inference.api import check_headers
-from segnet.inference.loading import load_for_inference, one_checkpoint, run_folder
-from segnet.inference.postprocessing import rules_files, rules_for, rules_origin
-from segnet.topology import topology_classes
+from segnet.inference.component_rules import rules_files, rules_for, rules_origin
+from segnet.inference.loading import load_for_inference, run_folder
+from segnet.inference.predict import check_headers
+from segnet.topology_metrics import topology_classes
 
 log = logging.getLogger(__name__)
 

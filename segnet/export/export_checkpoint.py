@@ -12,9 +12,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ops import standalone
+from segnet.checkpoints.paths import one_checkpoint
 from segnet.errors import ConfigError
 from segnet.export.exporter import FORMATS, export_model, metadata_path
-from segnet.inference.loading import load_for_inference, one_checkpoint
+from segnet.inference.loading import load_for_inference
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Built-in synthetic data, deterministic per sample and seed: MONAI's noisy circles/spheres
 (difficulty easy), or thin tubes and rings at low contrast with partial volume (difficulty hard,
-2D only: segnet.data.hard)."""
+2D only: segnet.generated.hard)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from monai.data import create_test_image_2d, create_test_image_3d
 from torch.utils.data import Dataset
 
-from segnet.data.hard import hard_image_2d
 from segnet.data.samples import Sample
+from segnet.generated.hard import hard_image_2d
 
 DIFFICULTIES = ("easy", "hard")
 

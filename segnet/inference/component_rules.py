@@ -103,7 +103,7 @@ def rules_origin(files: list[Path], cases: list[str]) -> dict:
     """Where rules read from `files` were decided (segnet-postprocess's runs and cases), and whether
     a score of `cases` under them is optimistic: rules chosen on the very cases they are scored on
     (the cross-validation's) raise that score by their choice alone. None: a file that does not
-    name its cases (an older segnet's) leaves it unknown."""
+    name its cases (one written by hand, given as postprocessing=FILE) leaves it unknown."""
     decided = [json.loads(path.read_text()).get("decided_on", {}) for path in files]
     chosen_on = {name for record in decided for name in record.get("case_names", [])}
     unnamed = [str(path) for path, record in zip(files, decided, strict=True) if "case_names" not in record]

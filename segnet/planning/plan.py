@@ -29,9 +29,9 @@ from segnet.data.headers import MAX_VOXELS
 from segnet.errors import ConfigError
 from segnet.files import write_json
 from segnet.model.strides import total_strides
+from segnet.planning.network_shape import network_shape
 from segnet.planning.planner import CPU_STEP_GFLOPS, Budget, is_sized_by_plan, plan_dataset
 from segnet.planning.record import dataset_fingerprint
-from segnet.planning.topology import network_topology
 
 log = logging.getLogger(__name__)
 PLANS_FILE = "plans.json"
@@ -152,11 +152,11 @@ def size_network(model: DictConfig, data: DictConfig) -> None:
     patch = data.get("patch_size") or data.roi_size
     plan = data.get("plan")
     spacing = plan["configurations"][f"{dims}d"]["spacing"][:dims] if plan else [1.0] * dims
-    topology = network_topology(spacing, list(patch)[:dims])
+    shape = network_shape(spacing, list(patch)[:dims])
     if model.channels is None:
-        model.channels = topology.channels
+        model.channels = shape.channels
     if model.strides is None:
-        model.strides = topology.strides
+        model.strides = shape.strides
     log.info("network sized for patch %s: channels %s, strides %s", list(patch)[:dims], list(model.channels),
              OmegaConf.to_container(model.strides))
 

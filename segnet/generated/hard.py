@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
-from segnet.data.phantom import affine_for, write_case, write_dataset_json
+from segnet.generated.phantom import affine_for, write_case, write_dataset_json
 
 SUPERSAMPLE = 4
 BLUR = 0.6  # voxels: the point-spread function's standard deviation

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
-from segnet.data.phantom import affine_for, write_case, write_dataset_json
+from segnet.generated.phantom import affine_for, write_case, write_dataset_json
 
 SUPERSAMPLE = 4
 GREY_MM = 2.5  # cortical thickness

@@ -1,15 +1,15 @@
-"""The brain-like tissue task (segnet.data.brain): a cortical ribbon about GREY_MM thick around white
+"""The brain-like tissue task (segnet.generated.brain): a cortical ribbon about GREY_MM thick around white
 matter, the grey-white boundary blurred by partial volume, labels by the larger tissue share, cases
-a function of their seed; and the anisotropic phantom's grids (segnet.data.phantom)."""
+a function of their seed; and the anisotropic phantom's grids (segnet.generated.phantom)."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import ndimage
 
-from segnet.data.brain import GREY_MM, T1, TISSUES, Scanner, brain_case, tissue_shares, write_brain_dataset
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.phantom import IN_PLANE_MM, SLICE_MM, anisotropic_grids
+from segnet.generated.brain import GREY_MM, T1, TISSUES, Scanner, brain_case, tissue_shares, write_brain_dataset
+from segnet.generated.phantom import IN_PLANE_MM, SLICE_MM, anisotropic_grids
 
 SPACING = (1.0, 1.0, 4.0)
 

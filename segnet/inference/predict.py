@@ -8,16 +8,17 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from segnet.checkpoints.paths import checkpoint_paths
 from segnet.data.dataset_json import Case
 from segnet.data.headers import header_problem
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import remove_temporaries
+from segnet.inference.component_rules import rules_files, rules_for
 from segnet.inference.exported import load_exported, metadata_path
-from segnet.inference.loading import checkpoint_paths, inference_device, load_for_inference, run_folder
-from segnet.inference.model import TrainedModel
-from segnet.inference.postprocessing import rules_files, rules_for
+from segnet.inference.loading import inference_device, load_for_inference, run_folder
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.provenance import claim, model_record, stamp
+from segnet.inference.trained_model import TrainedModel
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
