@@ -1,6 +1,6 @@
-"""Where conf/ is, and the OmegaConf resolvers it uses: ${dataset:ROOT,FIELD} reads a dataset
-folder's dataset.json, so channel and class counts are never typed twice; ${runnable_backends:}
-is the sweep list of op backends this machine can run."""
+"""Where conf/ is, the name of a run's own configuration file, and the OmegaConf resolvers conf/
+uses: ${dataset:ROOT,FIELD} reads a dataset folder's dataset.json, so channel and class counts are
+never typed twice; ${runnable_backends:} is the sweep list of op backends this machine can run."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from segnet.data.dataset_json import describe_dataset
 # Inside the package in a wheel (setup.py puts it there), beside it in a checkout.
 _PACKAGED_CONF = Path(__file__).resolve().parent / "conf"
 CONF = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else Path(__file__).resolve().parent.parent / "conf"
+# In a training run's folder: the configuration that trained, resolved, plan and defaults included
+# (segnet.training.run_config); Hydra's .hydra/config.yaml is the one composed from the command line.
+RUN_CONFIG = "config.yaml"
 
 
 def _dataset_field(root: str, field: str):

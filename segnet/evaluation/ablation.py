@@ -6,19 +6,21 @@ Three kinds of sweep, told apart by the config groups Hydra chose for the runs (
 - recipe (experiment=ablation_recipe): the variant is the conf/recipe/ option, and runs are grouped
   by their conf/budget/ option (each budget is compared on its own); baseline plan. The baseline's
   runs also give "postprocessing: <rule>" variants: the same predictions' Dice after each
-  candidate rule of segnet-postprocess (metrics.json's val_dice_postprocessed_per_case), paired
-  with the predictions as they are (the rule's cost is not a training's: the baseline's is shown).
+  candidate rule of segnet-postprocess (metrics.json's val_dice_postprocessed_per_case, which the
+  experiment's PostprocessingTrials callback records), paired with the predictions as they are
+  (the rule's cost is not a training's: the baseline's is shown).
 - backends (experiment=ablation_backends, no such group): the variant is the op backend the run used,
   "+ compile" where it ran under torch.compile; baseline python (eager).
 - loss (experiment=ablation_loss, told by that name: every run has a loss): the variant is the
   conf/loss/ option, and runs are grouped by their conf/variant/ option (the edge placement);
   baseline dice_ce. Its other view, layer (asked for by name), pairs the placements with none
   within each loss: does the edge layer help once the loss looks at edges?
-A run's seed and fold are in its resolved config, its scores in metrics.json (val_dice_per_case,
-val_hd95_per_case, val_nsd_per_case, and the topology metrics of thin classes; a metric the run
-did not record is left out). Training records a topology metric as NaN for the classes outside
-data.topology_classes: no score, so not read (the statistics would read NaN as a class absent from
-the case and not predicted). A run without metrics.json failed, and is named.
+A run's seed and fold are in its config.yaml (the configuration that trained), its scores in
+metrics.json (val_dice_per_case, val_hd95_per_case, val_nsd_per_case, and the topology metrics of
+thin classes; a metric the run did not record is left out). Training records a topology metric as
+NaN for the classes outside data.topology_classes: no score, so not read (the statistics would read
+NaN as a class absent from the case and not predicted). A run without metrics.json failed, and is
+named.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from segnet.config import RUN_CONFIG
 from segnet.errors import ConfigError
-from segnet.topology import TOPOLOGY_METRICS, topology_classes
+from segnet.topology_metrics import TOPOLOGY_METRICS, topology_classes
 
 COSTS = ("parameters", "step_time_ms_median", "samples_per_s", "peak_memory_mb")
 METRIC_KEYS = {"Dice": "val_dice_per_case", "HD95": "val_hd95_per_case", "NSD": "val_nsd_per_case",
@@ -75,6 +78,13 @@ class Sweep:
 
 def run_folders(sweep_dir: Path) -> list[Path]:
     return sorted(path.parent.parent for path in Path(sweep_dir).glob("*/.hydra/config.yaml"))
+
+
+def run_config_of(run: Path) -> DictConfig:
+    """The configuration a run trained with (its config.yaml); the composed one Hydra saved for a
+    run that stopped before it settled its own."""
+    trained = run / RUN_CONFIG
+    return OmegaConf.load(trained if trained.is_file() else run / ".hydra" / "config.yaml")
 
 
 def choices_of(run: Path) -> dict[str, Any]:
@@ -127,7 +137,7 @@ def load_sweep(sweep_dir: Path, kind: str | None = None) -> Sweep:
     sweep = Sweep(kind or (kind_of(folders[0]) if folders else "backends"))
     costs: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in folders:
-        config = OmegaConf.load(run / ".hydra" / "config.yaml")
+        config = run_config_of(run)
         metrics_file = run / "metrics.json"
         metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else None
         group, variant = label_of(run, sweep.kind, config, metrics)

@@ -6,11 +6,10 @@ whole-image validation inference (segnet.inference.windows), TensorBoard images.
 Validation scores every case's Dice per class; a validation run by itself (trainer.validate, the
 final one of every training) also its HD95 and normalized surface Dice in mm (segnet.metrics.surface_scores,
 as evaluation computes them) and, for data.topology_classes, clDice and the Betti errors
-(segnet.topology). The periodic validations during fit skip those: they need only Dice to pick
+(segnet.topology_metrics). The periodic validations during fit skip those: they need only Dice to pick
 the best checkpoint, and distance transforms of every case would cost more than the prediction.
-The final validation also scores each case's Dice after each candidate postprocessing rule
-(segnet.inference.postprocessing.TRIALS), so that the recipe ablation pairs "postprocessing on"
-with "off" on the same predictions.
+validation_step returns the batch's predicted labels, for callbacks that score them further
+(segnet.training.postprocessing_trials).
 
 Everything needed to rebuild the model is in its hyperparameters, so a checkpoint alone is
 enough to evaluate it (segnet-evaluate).
@@ -29,21 +28,15 @@ from monai.data import MetaTensor
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.samples import MAP_INTERPOLATION
-from segnet.inference.postprocessing import TRIALS, case_scores
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
 from segnet.model.loss_terms import TrainingLoss
 from segnet.model.network import build_network
-from segnet.topology import topology_classes, topology_scores
+from segnet.topology_metrics import topology_classes, topology_scores
 from segnet.training.optimizers import optimizer_and_schedule
 from segnet.training.visualize import validation_panel
 
-CaseScores = dict[str, list[float]]  # metric ("Dice", "HD95", "NSD", postprocessed_dice(trial)) -> one value per class
-
-
-def postprocessed_dice(trial: str) -> str:
-    """The CaseScores key of the Dice after one of the postprocessing TRIALS."""
-    return f"Dice after {trial}"
+CaseScores = dict[str, list[float]]  # what was scored ("Dice", "HD95", "NSD", ...) -> one value per class
 
 
 def gather_from_ranks(scores: dict[str, CaseScores]) -> dict[str, CaseScores]:
@@ -74,7 +67,7 @@ class SegmentationModule(L.LightningModule):
         data: dict[str, Any],
         optim: dict[str, Any],
         inference: dict[str, Any],
-        loss: dict[str, Any] | None = None,  # None: dice_ce alone (checkpoints from before conf/loss/)
+        loss: dict[str, Any],
         backend: str = "auto",
         compile: bool = False,
         precision: str = "32-true",  # the trainer's: evaluation runs under the same autocast
@@ -131,16 +124,13 @@ class SegmentationModule(L.LightningModule):
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
         return predict_whole_image(self.net, image, self.hparams.data["spatial_dims"], self.hparams.inference)
 
-    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         image, labels = plain(batch["image"]), plain(batch["label"])
         prediction = self.predict_logits(image).argmax(1, keepdim=True)
         surfaces = self.trainer.state.fn == TrainerFn.VALIDATING  # not the validations within fit
         for index, (name, pred, label) in enumerate(zip(batch["name"], prediction, labels, strict=True)):
-            trials = case_scores(pred[0].cpu().numpy(), label[0].cpu().numpy(), len(self.class_names),
-                                 self.ignore_label) if surfaces else {}
             pred, label, _ = drop_ignored(pred, label, self.ignore_label)
-            scores = {"Dice": dice_per_class(pred, label, len(self.class_names)),
-                      **{postprocessed_dice(trial): trials[trial] for trial in TRIALS[1:] if trials}}
+            scores = {"Dice": dice_per_class(pred, label, len(self.class_names))}
             if surfaces:
                 spacing = case_spacing(batch, index, label.ndim - 1)
                 scores["HD95"], scores["NSD"] = surface_scores(pred[0].cpu(), label[0].cpu(), len(self.class_names),
@@ -149,6 +139,7 @@ class SegmentationModule(L.LightningModule):
             self._val_scores[name] = scores
         if batch_idx == 0:
             self._log_panel(image[0], prediction[0], labels[0])
+        return prediction
 
     def _topology_scores(self, prediction, reference) -> CaseScores:
         """clDice and the Betti errors per foreground class: the thin classes' own, NaN for the others."""

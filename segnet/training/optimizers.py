@@ -5,6 +5,7 @@ first fit's schedule whatever its own length."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,14 +14,19 @@ from torch.optim import lr_scheduler
 
 from segnet.errors import ConfigError
 
+log = logging.getLogger(__name__)
 Schedule = tuple[torch.optim.Optimizer, lr_scheduler.LRScheduler]
 
 
 def adamw_cosine(parameters: Iterable[torch.nn.Parameter], optim: dict[str, Any], total: int) -> Schedule:
-    """AdamW; a linear warm-up to lr, a cosine decay to lr x min_lr_ratio at `total`, then that
-    floor (a longer resumed run stays there)."""
+    """AdamW; a linear warm-up to lr over warmup_steps, at most a tenth of `total` (a short run
+    spends most of its steps learning, not warming up), a cosine decay to lr x min_lr_ratio at
+    `total`, then that floor (a longer resumed run stays there)."""
     optimizer = torch.optim.AdamW(parameters, lr=optim["lr"], weight_decay=optim["weight_decay"])
     warmup = min(optim["warmup_steps"], max(total // 10, 1))
+    if warmup < optim["warmup_steps"]:
+        log.info("optim.warmup_steps=%d shortened to %d: a tenth of the schedule's %d steps", optim["warmup_steps"],
+                 warmup, total)
     floor = optim["min_lr_ratio"]
     schedule = lr_scheduler.SequentialLR(optimizer, [
         lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup, total_iters=warmup - 1),  # (step + 1) / warmup
@@ -40,14 +46,8 @@ def sgd_poly(parameters: Iterable[torch.nn.Parameter], optim: dict[str, Any], to
 OPTIMIZERS: dict[str, Callable[..., Schedule]] = {"adamw_cosine": adamw_cosine, "sgd_poly": sgd_poly}
 
 
-def named(optim: dict[str, Any]) -> dict[str, Any]:
-    """optim settings with their optimizer's name: a checkpoint saved before conf/optim/ has none,
-    and it trained with adamw_cosine."""
-    return {"name": "adamw_cosine", **optim}
-
-
 def optimizer_and_schedule(parameters: Iterable[torch.nn.Parameter], optim: dict[str, Any], total: int) -> Schedule:
-    name = named(optim)["name"]
+    name = optim["name"]
     if name not in OPTIMIZERS:
         raise ConfigError(f"optim.name={name}; use optim={' or optim='.join(OPTIMIZERS)}")
     return OPTIMIZERS[name](parameters, optim, total)

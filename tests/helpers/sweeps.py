@@ -1,5 +1,5 @@
 """Constructed sweep folders, written as Hydra and training write them (.hydra/config.yaml,
-.hydra/hydra.yaml's chosen options, metrics.json), with scores whose answer is known, and the
+.hydra/hydra.yaml's chosen options, config.yaml, metrics.json), with scores whose answer is known, and the
 report script run on them."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def write_hydra(folder: Path, choices: dict, config: dict) -> None:
 def write_run(folder: Path, choices: dict, config: dict, scores: dict[str, dict[str, float]], **metrics) -> None:
     """A finished run whose every class of a case scores scores[metric][case]."""
     write_hydra(folder, choices, config)
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
     per_case = {key: {case: {c: value for c in CLASSES} for case, value in scores[metric].items()}
                 for metric, key in METRIC_KEYS.items() if metric in scores}
     metrics = {"parameters": 1000, "step_time_ms_median": 10.0, "samples_per_s": 100.0, "peak_memory_mb": 100.0,

@@ -5,21 +5,23 @@ and the checkpoint, passed back in; resampling there and back, whatever the stor
 from __future__ import annotations
 
 import json
+import math
 
 import nibabel as nib
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from helpers.commands import run_command
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.phantom import sample_phantom, write_phantom_dataset
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
+from segnet.generated.phantom import sample_phantom, write_phantom_dataset
 from segnet.inference.loading import load_checkpoint
-from segnet.inference.model import TrainedModel
 from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import dice_per_class
 from segnet.planning.fingerprint import ras_geometry
 from segnet.planning.planner import (
@@ -33,7 +35,7 @@ from segnet.planning.planner import (
     target_spacing,
 )
 from segnet.planning.record import dataset_fingerprint
-from segnet.training.api import train
+from segnet.training.train import train
 
 MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm": "instance", "act": "prelu",
          "dropout": 0.0, "edge_placement": ["input", "skips"], "edge_alpha_init": 0.1}
@@ -95,7 +97,7 @@ def training_step_peak_bytes(net, batch: int, patch, device: str, trace_path) ->
     beyond what existed before it (weights, the batch): on a GPU, the caching allocator's peak; on
     the CPU, the running sum of every allocation and free the profiler sees in torch's CPU
     allocator (every tensor, and any scratch a kernel takes from it; not only what autograd saves)."""
-    from segnet.model.loss import SegmentationLoss
+    from segnet.model.dice_ce import SegmentationLoss
 
     net = net.to(device)
     x = torch.randn(batch, 1, *patch, device=device)
@@ -259,13 +261,23 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     common = ["data=folder", f"data.root={root}", "data.num_folds=5", "data.steps_per_epoch=1",
               "data.num_workers=0", "data.memory_budget_gb=0.05", "data.spatial_dims=2", "op=cpp", *TINY_MODEL,
               *TINY_TRAINER]
-    train(compose_config(common, output_dir=tmp_path / "planned"))
+    composed = compose_config(common, output_dir=tmp_path / "planned")
+    train(composed)
     plan = json.loads((tmp_path / "planned" / "plans.json").read_text())
     planned = plan["configurations"]["2d"]
     assert "fingerprint" in plan and len(plan["fingerprint"]["cases"]) == len(MIXED_GRIDS)
     data = load_checkpoint(tmp_path / "planned" / "checkpoints" / "last.ckpt", backend="cpp").data
     assert data["patch_size"] == planned["patch_size"] and data["spacing"] == planned["spacing"]
     assert data["plan"]["configurations"] == plan["configurations"] and "fingerprint" not in data["plan"]
+    # the run folder's config.yaml is the configuration that trained, resolved: the plan's patch,
+    # batch (volumes: the plan's crops over samples_per_volume) and spacing; the composed one is left alone
+    written = (tmp_path / "planned" / "config.yaml").read_text()
+    assert "${" not in written  # resolved: no interpolation left to resolve differently later
+    trained = OmegaConf.create(written)
+    assert trained.data.patch_size == trained.data.roi_size == planned["patch_size"]
+    assert trained.data.batch_size == math.ceil(planned["batch_size"] / trained.data.samples_per_volume)
+    assert trained.data.spacing == planned["spacing"] and trained.data.batch_size == data["batch_size"]
+    assert composed.data.patch_size is None and composed.data.batch_size is None and composed.data.spacing is None
 
     plan["configurations"]["2d"]["patch_size"] = [32, 32]  # an edited plan, passed back in
     edited = tmp_path / "edited.json"
@@ -332,7 +344,7 @@ def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
 
 def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
     from segnet.errors import ConfigError
-    from segnet.planning.api import read_plan
+    from segnet.planning.plan import read_plan
 
     description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:2])))
     path = tmp_path / "plans.json"
@@ -353,7 +365,7 @@ def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
 def test_the_recipe_ablation_scales_the_plans_patch_and_batch():
     from omegaconf import OmegaConf
 
-    from segnet.planning.api import apply_plan, scaled_patch
+    from segnet.planning.plan import apply_plan, scaled_patch
 
     assert scaled_patch([96, 80], 0.5, [8, 8]) == [48, 40] and scaled_patch([96, 80], 0.3, [16, 16]) == [32, 32]
     assert scaled_patch([16, 16], 0.1, [16, 4]) == [16, 4]  # never below one stride

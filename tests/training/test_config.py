@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 from helpers.data import write_decathlon
 from helpers.training import CONF, compose_config, run_train_script, tiny_overrides
 from segnet.errors import ConfigError, DatasetError
-from segnet.training.api import resolve_run_backend, train
+from segnet.training.checks import resolve_run_backend
+from segnet.training.train import train
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
 
@@ -62,14 +63,6 @@ def test_multirun_with_ddp_on_the_basic_launcher_is_refused_up_front(tmp_path):
 def test_gpu_preset_trains_in_bf16_with_cudnn_autotuning(tmp_path):
     trainer = compose_config(["trainer=gpu"], output_dir=tmp_path).trainer
     assert (trainer.accelerator, trainer.precision, trainer.benchmark) == ("gpu", "bf16-mixed", True)
-
-
-def test_data_decathlon_is_data_folder_under_its_older_name(tmp_path):
-    root = write_decathlon(tmp_path / "Task")
-    folder, decathlon = (compose_config([f"data={name}", f"data.root={root}"], output_dir=tmp_path)
-                         for name in ("folder", "decathlon"))
-    assert decathlon.data._target_ == "segnet.training.folder_data.FolderDataModule"
-    assert OmegaConf.to_container(decathlon, resolve=True) == OmegaConf.to_container(folder, resolve=True)
 
 
 def test_folder_channels_and_classes_come_from_dataset_json(tmp_path):
@@ -170,6 +163,8 @@ def test_the_recipe_ablation_composes_each_part_over_the_plan_and_each_budget_af
     base = ["experiment=ablation_recipe", "data.root=???"]
     plan = compose_config(base + ["recipe=plan", "budget=short"])
     assert plan.task_name == "ablation_recipe" and plan.data._target_.endswith("FolderDataModule")
+    assert plan.callbacks.postprocessing_trials._target_.endswith("PostprocessingTrials")  # postprocessing on
+    assert "postprocessing_trials" not in compose_config([]).callbacks  # a plain run scores no rules
     assert (plan.data.patch_scale, plan.data.batch_scale, plan.data.affine_augmentation) == (1.0, 1.0, True)
     assert (plan.trainer.max_steps, plan.trainer.max_epochs) == (250, -1)  # not trainer/default.yaml's -1 and 12
     assert compose_config(base + ["budget=long"]).trainer.max_steps == 1000

@@ -1,7 +1,7 @@
-"""What the final validation scores beyond Dice: each case's Dice after each candidate
-postprocessing rule (what experiment=ablation_recipe pairs as postprocessing on and off), and
-clDice and the Betti errors of the thin classes (data.topology_classes); the validations within
-fit score Dice alone."""
+"""What the final validation scores beyond Dice: clDice and the Betti errors of the thin classes
+(data.topology_classes) and, where a run adds the PostprocessingTrials callback (as
+experiment=ablation_recipe does), each case's Dice after each candidate postprocessing rule, which
+the ablation pairs as postprocessing on and off; the validations within fit score Dice alone."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 
 from helpers.training import compose_config, tiny_overrides
-from segnet.training.api import build_module
-from segnet.training.module import postprocessed_dice
+from segnet.training.postprocessing_trials import PostprocessingTrials
+from segnet.training.train import build_module
 
 
-def validated(fn: TrainerFn, monkeypatch, *overrides: str) -> dict:
+def validated(fn: TrainerFn, monkeypatch, *overrides: str, trials: PostprocessingTrials | None = None) -> dict:
     """A class-1 square and a class-2 square, predicted with a stray class-1 island far from both."""
     module = build_module(compose_config([*tiny_overrides(2), *overrides]), "python")
     label = torch.zeros(1, 1, 16, 16, dtype=torch.long)
@@ -28,18 +28,28 @@ def validated(fn: TrainerFn, monkeypatch, *overrides: str) -> dict:
     one_hot = F.one_hot(prediction[:, 0], 3).permute(0, 3, 1, 2).float()
     monkeypatch.setattr(module, "predict_logits", lambda image: one_hot)
     monkeypatch.setattr(module, "log", lambda *args, **kwargs: None)
-    module._trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), logger=None, sanity_checking=False)
-    module.validation_step({"image": torch.zeros(1, 1, 16, 16), "label": label, "name": ["case_a"]}, 1)
+    trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), logger=None, sanity_checking=False)
+    module._trainer = trainer
+    batch = {"image": torch.zeros(1, 1, 16, 16), "label": label, "name": ["case_a"]}
+    outputs = module.validation_step(batch, 1)
     module.on_validation_epoch_end()
+    if trials is not None:
+        trials.on_validation_batch_end(trainer, module, outputs, batch, 1)
+        trials.on_validation_epoch_end(trainer, module)
     return module.val_scores_per_case["case_a"]
 
 
 def test_each_rule_is_scored_on_the_same_prediction(monkeypatch):
-    scores = validated(TrainerFn.VALIDATING, monkeypatch)
+    trials = PostprocessingTrials()
+    scores = validated(TrainerFn.VALIDATING, monkeypatch, trials=trials)
     assert scores["Dice"] == pytest.approx([2 * 36 / (40 + 36), 1.0])  # the island costs class 1
-    assert scores[postprocessed_dice("classes")] == pytest.approx([1.0, 1.0])  # each class's largest part
-    assert scores[postprocessed_dice("foreground")] == pytest.approx([1.0, 0.0])  # the foreground's: class 1's
-    assert scores[postprocessed_dice("foreground and classes")] == pytest.approx([1.0, 0.0])
+    after = trials.per_case["case_a"]
+    assert set(after) == {"foreground", "classes", "foreground and classes"}
+    assert after["classes"] == pytest.approx([1.0, 1.0])  # each class's largest part
+    assert after["foreground"] == pytest.approx([1.0, 0.0])  # the foreground's: class 1's
+    assert after["foreground and classes"] == pytest.approx([1.0, 0.0])
+    validated(TrainerFn.FITTING, monkeypatch, trials=(within_fit := PostprocessingTrials()))
+    assert within_fit.per_case == {}  # the validations within fit: Dice alone
 
 
 def test_the_thin_classes_get_topology_scores(monkeypatch):

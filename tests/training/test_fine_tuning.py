@@ -17,9 +17,9 @@ from helpers.data import CLASS_NAMES, write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config, tiny_overrides
 from segnet.errors import ConfigError
 from segnet.model.network import build_network
-from segnet.training import api
-from segnet.training.api import train
 from segnet.training.fine_tuning import initialize_from
+from segnet.training.run_config import run_config
+from segnet.training.train import train
 
 MODEL = {"spatial_dims": 2, "in_channels": 1, "out_channels": 3, "channels": [8, 16], "strides": [2],
          "num_res_units": 1, "norm": "instance", "act": "prelu", "dropout": 0.0, "edge_placement": ["input", "skips"],
@@ -83,20 +83,9 @@ def test_a_checkpoint_of_another_network_is_refused_with_the_tensors_that_do_not
         initialize_from(build_network(MODEL, "python"), tmp_path / "bare.ckpt", CLASS_NAMES)
 
 
-class PlannedAndStopped(Exception):
-    """Raised where a run would build its data: planned, nothing trained or written."""
-
-
-def stop_planned(*args, **kwargs):
-    raise PlannedAndStopped
-
-
-def planned(cfg, monkeypatch):
-    """A run's configuration as train() plans it, the run stopped before its data is built."""
-    monkeypatch.setattr(api, "instantiate_data", stop_planned)
-    with pytest.raises(PlannedAndStopped):
-        train(cfg)
-    return cfg
+def planned(cfg):
+    """A run's configuration as train() settles it, before anything is built or written."""
+    return run_config(cfg).config
 
 
 def tuning(root, output_dir, source=None, *overrides: str):
@@ -112,12 +101,12 @@ CT = {"channel": "CT", "scheme": "ct", "mean": 40.0, "std": 12.0, "percentile_00
 CT_RUN = run_data(channels=("CT",), spacing=(0.8, 1.2, 2.5), orientation="ASR", normalization=[CT])
 
 
-def test_a_fine_tuned_run_is_planned_with_the_source_runs_grid_and_intensity_scale(tmp_path, monkeypatch):
+def test_a_fine_tuned_run_is_planned_with_the_source_runs_grid_and_intensity_scale(tmp_path):
     source = tmp_path / "source.ckpt"
     write_checkpoint(source, MODEL_3D, CT_RUN)
     root = rename_in_dataset_json(write_decathlon(tmp_path / "Task", cases=3), channels=("CT",))
-    own = planned(tuning(root, tmp_path / "own"), monkeypatch).data
-    tuned = planned(tuning(root, tmp_path / "tuned", source), monkeypatch).data
+    own = planned(tuning(root, tmp_path / "own")).data
+    tuned = planned(tuning(root, tmp_path / "tuned", source)).data
     assert (own.orientation, list(own.spacing)) == ("RAS", [1.0, 1.0, 1.0])  # the dataset's own plan
     assert own.normalization[0].mean != CT["mean"]  # its own CT statistics
     assert (tuned.orientation, list(tuned.spacing)) == ("ASR", [0.8, 1.2, 2.5])
@@ -127,27 +116,28 @@ def test_a_fine_tuned_run_is_planned_with_the_source_runs_grid_and_intensity_sca
     assert tuned.plan.carried_from == str(source) and tuned.plan.configurations["3d"].spacing == [0.8, 1.2, 2.5]
 
 
-def test_other_channels_or_normalization_are_refused_unless_allowed(tmp_path, monkeypatch):
+def test_other_channels_or_normalization_are_refused_unless_allowed(tmp_path):
     source = tmp_path / "source.ckpt"
     write_checkpoint(source, MODEL_3D, CT_RUN)
     root = write_decathlon(tmp_path / "Task", cases=3)  # one MRI channel
     with pytest.raises(ConfigError, match=re.escape(
             f"channels ['MRI'] in {root}/dataset.json but ['CT'] in model.init_from={source} (")):
-        planned(tuning(root, tmp_path / "a", source), monkeypatch)
+        planned(tuning(root, tmp_path / "a", source))
     with pytest.raises(ConfigError, match=re.escape(
             f"model.init_from={source}'s run normalized its channels as ['ct'] but this run normalizes them as "
             f"['zscore'] ({root}/dataset.json): ")):
-        planned(tuning(root, tmp_path / "b", source, "init_allow=[channels]"), monkeypatch)
-    allowed = planned(tuning(root, tmp_path / "c", source, "init_allow=[channels,normalization]"), monkeypatch).data
+        planned(tuning(root, tmp_path / "b", source, "init_allow=[channels]"))
+    allowed = planned(tuning(root, tmp_path / "c", source, "init_allow=[channels,normalization]")).data
     own = [{"channel": "MRI", "scheme": "zscore", "nonzero": False}]
     assert OmegaConf.to_container(allowed.normalization) == own
     assert list(allowed.spacing) == [0.8, 1.2, 2.5]  # the grid is the source's all the same
     write_checkpoint(tmp_path / "t2.ckpt", MODEL_3D, run_data(channels=("T2",)))  # z-scored, as MRI is
-    renamed = planned(tuning(root, tmp_path / "e", tmp_path / "t2.ckpt", "init_allow=[channels]"), monkeypatch).data
+    renamed = planned(tuning(root, tmp_path / "e", tmp_path / "t2.ckpt", "init_allow=[channels]")).data
     # the plan, and so the checkpoint, names this dataset's channel: evaluating on it is not refused
-    assert OmegaConf.to_container(renamed.plan.normalization) == [{"channel": "MRI", "scheme": "zscore"}]
+    assert OmegaConf.to_container(renamed.plan.normalization) == [{"channel": "MRI", "scheme": "zscore",
+                                                                   "nonzero": True}]
     with pytest.raises(ConfigError, match=re.escape("init_allow=['spacing']: give any of channels, normalization")):
-        planned(tuning(root, tmp_path / "d", source, "init_allow=[spacing]"), monkeypatch)
+        planned(tuning(root, tmp_path / "d", source, "init_allow=[spacing]"))
 
 
 @pytest.mark.slow

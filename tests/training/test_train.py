@@ -11,12 +11,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config, run_train_script, tiny_overrides
-from segnet.training.api import train
+from segnet.training.train import train
 
 METRIC_KEYS = {
     "val_dice_mean", "best_val_dice_mean", "val_dice_per_class", "step_time_ms_median", "samples_per_s",
     "peak_memory_mb", "backend", "compile", "epochs", "global_step", "versions", "val_dice_per_case",
-    "val_hd95_per_case", "val_nsd_per_case", "val_dice_postprocessed_per_case",
+    "val_hd95_per_case", "val_nsd_per_case",
 }
 
 
@@ -42,12 +42,23 @@ def test_tiny_run_writes_the_run_folder(tmp_path, backend, spatial_dims):
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert METRIC_KEYS <= set(written)
+    assert "val_dice_postprocessed_per_case" not in written  # scored only where a run asks (below)
     assert written["backend"] == backend
     assert written["global_step"] == metrics["global_step"] > 0
     assert 0.0 <= written["val_dice_mean"] <= 1.0
     assert set(written["val_dice_per_class"]) == {"class1", "class2"}
     assert written["step_time_ms_median"] > 0 and written["samples_per_s"] > 0
     assert written["versions"]["torch"] == torch.__version__.split("+")[0]
+
+
+def test_a_run_that_adds_the_postprocessing_trials_scores_every_rule_on_every_case(tmp_path):
+    trials = "+callbacks.postprocessing_trials._target_=segnet.training.postprocessing_trials.PostprocessingTrials"
+    metrics = run(tmp_path, tiny_overrides() + ["op=cpp", trials])
+    after = metrics["val_dice_postprocessed_per_case"]
+    assert set(after) == {"foreground", "classes", "foreground and classes"}
+    for per_case in after.values():
+        assert set(per_case) == set(metrics["val_dice_per_case"]) and len(per_case) > 0
+        assert all(set(scores) == {"class1", "class2"} for scores in per_case.values())
 
 
 def test_checkpoint_rebuilds_the_model_with_its_config(tmp_path):
