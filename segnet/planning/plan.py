@@ -34,6 +34,9 @@ from segnet.planning.planner import CPU_STEP_GFLOPS, Budget, is_sized_by_plan, p
 from segnet.planning.record import dataset_fingerprint
 
 log = logging.getLogger(__name__)
+# The data section's keys that planning reads (conf/data/folder.yaml documents each).
+PLANNING_KEYS = frozenset({"plan", "max_voxels", "memory_budget_gb", "plan_for", "cpu_step_gflops", "resample",
+                           "patch_scale", "batch_scale"})
 PLANS_FILE = "plans.json"
 
 

@@ -12,6 +12,7 @@ import ops
 from segnet.cluster import trainer_uses_gpu
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
+from segnet.training.data_arguments import check_data_keys
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ def check_launcher(cfg: DictConfig) -> None:
 
 
 def check_data_config(data: DictConfig) -> None:
+    check_data_keys(data)
     if "root" in data.keys() and OmegaConf.is_missing(data, "root"):  # `in` skips missing values
         raise ConfigError(
             f"data.root is required for data={data.name}: point it at a dataset folder with dataset.json, "

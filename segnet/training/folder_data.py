@@ -38,7 +38,7 @@ class FolderDataModule(L.LightningDataModule):
         cache_rate: float = 1.0, num_workers: int = 2, steps_per_epoch: int | None = 250,
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
         preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
-        affine_augmentation: bool = True, seed: int = 0, maps: Sequence[str] = (), **_: object,
+        affine_augmentation: bool = True, seed: int = 0, maps: Sequence[str] = (),
     ):
         super().__init__()
         self.seed = seed

@@ -19,7 +19,7 @@ class SyntheticDataModule(L.LightningDataModule):
         self, spatial_dims: int = 2, image_size: int = 96, num_classes: int = 3, num_train: int = 64,
         num_val: int = 16, num_objects: int = 6, noise: float = 0.4, radius: tuple[int, int] = (6, 18),
         batch_size: int = 16, num_workers: int = 0, seed: int = 0, difficulty: str = "easy",
-        hard: dict | None = None, maps: Sequence[str] = (), **_: object,
+        hard: dict | None = None, maps: Sequence[str] = (),
     ):
         super().__init__()
         if maps:

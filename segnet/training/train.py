@@ -22,6 +22,7 @@ from segnet.files import write_json
 from segnet.model.loss_terms import required_maps
 from segnet.planning.plan import record_plan
 from segnet.training.checks import check_data_config, check_launcher, resolve_run_backend
+from segnet.training.data_arguments import data_module_arguments
 from segnet.training.final_weights import validate_final_weights
 from segnet.training.fine_tuning import initialize_from
 from segnet.training.module import SegmentationModule
@@ -41,11 +42,11 @@ def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
 
 
 def instantiate_data(data: DictConfig, maps: list[str] | None = None) -> L.LightningDataModule:
-    """The data module, its crops carrying `maps` (the label's derived maps the loss reads); a
-    ConfigError or DatasetError it raises reaches the user as itself, not wrapped in Hydra's
-    InstantiationException."""
+    """The data module from its arguments in the data section (a key that nothing reads stops the
+    run), its crops carrying `maps` (the label's derived maps the loss reads); a ConfigError or
+    DatasetError it raises reaches the user as itself, not wrapped in Hydra's InstantiationException."""
     try:
-        return instantiate(data, maps=maps or [])
+        return instantiate(data_module_arguments(data), maps=maps or [])
     except InstantiationException as error:
         if isinstance(error.__cause__, (ConfigError, DatasetError)):
             raise error.__cause__ from None

@@ -9,11 +9,10 @@ import subprocess
 import lightning as L
 import numpy as np
 import pytest
-from hydra.utils import instantiate
 
 from helpers.sweeps import csv_rows, run_report, write_hydra, write_run
 from helpers.training import compose_config, run_train_script, tiny_overrides
-from segnet.training.train import build_module, train
+from segnet.training.train import build_module, instantiate_data, train
 
 
 class LossRecorder(L.Callback):
@@ -33,7 +32,7 @@ def first_losses(tmp_path, backend: str, steps: int = 4) -> list[float]:
         accelerator="cpu", max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, callbacks=[recorder], limit_val_batches=0,
     )
-    trainer.fit(module, datamodule=instantiate(cfg.data))
+    trainer.fit(module, datamodule=instantiate_data(cfg.data))
     return recorder.losses
 
 

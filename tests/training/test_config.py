@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -134,6 +136,27 @@ def test_missing_checkpoint_is_reported(tmp_path):
     cfg = compose_config([f"ckpt_path={tmp_path / 'none.ckpt'}", "trainer=cpu"], output_dir=tmp_path)
     with pytest.raises(ConfigError, match="is not a file"):
         train(cfg)
+
+
+@pytest.mark.parametrize("group,added,nearest", [("synthetic2d", "+data.batchsize=4", "data.batch_size"),
+                                                 ("folder", "+data.pach_size=[8,8,8]", "data.patch_size")])
+def test_a_data_key_that_nothing_reads_stops_the_run_with_the_nearest_one(tmp_path, group, added, nearest):
+    """Hydra's advice for a misspelt key is +key: the key is added, and a catch-all argument of the
+    data module would swallow it while the run trains with the plan's value."""
+    root = ["data.root=" + str(write_decathlon(tmp_path / "Task", cases=3))] if group == "folder" else []
+    cfg = compose_config([f"data={group}", *root, added], output_dir=tmp_path / "run")
+    with pytest.raises(ConfigError, match=f"data.{added[6:].split('=')[0]}: nothing in segnet reads .*"
+                                          f"Did you mean {nearest}"):
+        train(cfg)
+    assert not (tmp_path / "run").exists()  # stopped before planning or writing anything
+
+
+def test_the_data_modules_take_their_arguments_by_name():
+    from segnet.training.folder_data import FolderDataModule
+    from segnet.training.synthetic_data import SyntheticDataModule
+
+    for module in (FolderDataModule, SyntheticDataModule):
+        assert all(p.kind != p.VAR_KEYWORD for p in inspect.signature(module).parameters.values()), module
 
 
 @pytest.mark.parametrize(
