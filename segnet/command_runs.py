@@ -15,10 +15,14 @@ def folder_training(dataset: Path, dims: int, fold: int, seed: int) -> list[str]
             f"seed={seed}", "data.num_workers=2"]
 
 
+def installed_command(name: str) -> Path:
+    """The console script pyproject.toml installs as `name`, beside this interpreter."""
+    return Path(sys.executable).parent / name
+
+
 def run_command(name: str, overrides: list[str], run: Path) -> None:
     """`name <overrides>` (segnet-train, segnet-evaluate, ...: installed beside this interpreter),
     its run folder `run`; a failure ends the calling script with the command's last words."""
-    command = Path(sys.executable).parent / name
-    done = subprocess.run([str(command), *overrides, f"hydra.run.dir={run}"], capture_output=True, text=True)
+    done = subprocess.run([str(installed_command(name)), *overrides, f"hydra.run.dir={run}"], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed in {run}:\n{done.stderr[-3000:]}")

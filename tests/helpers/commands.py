@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
-
-def installed_command(name: str) -> str:
-    """The console script pyproject.toml installs as `name`, beside this interpreter."""
-    return str(Path(sys.executable).parent / name)
+from segnet.command_runs import installed_command
 
 
 def run_command(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """`name ARGS` (an installed command), its output captured as text."""
-    return subprocess.run([installed_command(name), *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([str(installed_command(name)), *args], capture_output=True, text=True, timeout=timeout)
