@@ -23,6 +23,7 @@ def installed_command(name: str) -> Path:
 def run_command(name: str, overrides: list[str], run: Path) -> None:
     """`name <overrides>` (segnet-train, segnet-evaluate, ...: installed beside this interpreter),
     its run folder `run`; a failure ends the calling script with the command's last words."""
-    done = subprocess.run([str(installed_command(name)), *overrides, f"hydra.run.dir={run}"], capture_output=True, text=True)
+    done = subprocess.run([str(installed_command(name)), *overrides, f"hydra.run.dir={run}"], capture_output=True,
+                          text=True)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed in {run}:\n{done.stderr[-3000:]}")
