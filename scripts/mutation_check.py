@@ -503,6 +503,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "from segnet.errors import user_errors_as_one_line\n"
            "from segnet.inference.predict import predict  # noqa: F401\n",
            ("tests/test_commands.py", "-k", "segnet-predict")),
+    Mutant("command-check-skipped", "start-up: a command's mistakes answered only after its work imported "
+           "Lightning and MONAI",
+           "segnet/commands.py",
+           "            if check is not None:\n                imported(check)(cfg)\n",
+           "",
+           ("tests/test_commands.py", "-k", "common_mistake")),
     Mutant("statistics-absent-dropped", "paired statistics: a class absent and not predicted left out, so a false "
            "positive never counts",
            "segnet/evaluation/statistics.py",
@@ -526,8 +532,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "OmegaConf.to_yaml(cfg)",
            ("tests/planning/test_planning.py", "-k", "takes_back_its_plan")),
     Mutant("data-keys-unchecked", "data section: a key that nothing reads is dropped without a word",
-           "segnet/training/checks.py",
-           "    check_data_keys(data)\n",
+           "segnet/training/train.py",
+           "    check_data_keys(composed.data)\n",
            "",
            ("tests/training/test_config.py", "-k", "nothing_reads")),
     Mutant("tta-single-flips", "test-time augmentation: one flip per axis instead of nnU-Net's every combination",

@@ -4,7 +4,10 @@ errors a user can fix into one line.
 
 A command names its work as "module:function", imported only once Hydra has composed the
 configuration: `--help`, `--cfg job` and a bad override answer without loading torch, Lightning
-or MONAI (seconds of imports that a user waiting for a one-line answer should not pay)."""
+or MONAI (seconds of imports that a user waiting for a one-line answer should not pay). Its
+check, another "module:function" from a module that loads neither, runs before the work is
+imported: a missing argument or file, or a dataset that cannot make the folds, is answered as
+quickly."""
 
 from __future__ import annotations
 
@@ -45,15 +48,17 @@ def imported(work: str) -> Callable[[DictConfig], Any]:
     return getattr(importlib.import_module(module), name)
 
 
-def hydra_command(config_name: str, work: str, rewrite: Callable[[str], str] = str,
+def hydra_command(config_name: str, work: str, check: str | None = None, rewrite: Callable[[str], str] = str,
                   result: str | None = None) -> Command:
-    """The command that runs `work` ("module:function") on the composed `config_name`, with
-    errors a user can fix in one line; it returns what `work` returns, or that value's `result`
-    entry (what a Hydra sweeper optimizes)."""
+    """The command that runs `check`, then `work` (each "module:function") on the composed
+    `config_name`, with errors a user can fix in one line; it returns what `work` returns, or that
+    value's `result` entry (what a Hydra sweeper optimizes)."""
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
         with user_errors_as_one_line():
+            if check is not None:
+                imported(check)(cfg)
             returned = imported(work)(cfg)
         return returned if result is None else returned[result]
 
@@ -63,7 +68,8 @@ def hydra_command(config_name: str, work: str, rewrite: Callable[[str], str] = s
 # The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
 # run the same.
 
-segnet_train = hydra_command("train", "segnet.training.train:train", result="val_dice_mean")
+segnet_train = hydra_command("train", "segnet.training.train:train", "segnet.training.checks:check_training_config",
+                             result="val_dice_mean")
 """segnet-train [overrides] (the same as python train.py), e.g. op.backend=cuda compile=true.
 Configuration lives in conf/ (Hydra); the run folder gets config.yaml (what trained), checkpoints,
 TensorBoard logs and metrics.json. It returns the run's final validation mean Dice, what a Hydra
@@ -92,11 +98,14 @@ def _exported_package(argument: str) -> str:
     return "exported=" + argument.removeprefix("model=") if argument.startswith("model=") else argument
 
 
-segnet_predict = hydra_command("predict", "segnet.inference.predict:predict", rewrite=_exported_package)
+segnet_predict = hydra_command("predict", "segnet.inference.predict:predict",
+                               "segnet.inference.prediction_arguments:check_prediction_arguments",
+                               rewrite=_exported_package)
 """segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER (or model=PATH.pt2 for an export),
 like nnUNetv2_predict; conf/predict.yaml lists the options."""
 
-segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate")
+segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate",
+                                "segnet.evaluation.evaluation_arguments:evaluation_inputs")
 """segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
 style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv,
 predictions/<case>.nii.gz (in each image's own geometry) and, per class, cases_<class>.png (its

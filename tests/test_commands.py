@@ -1,6 +1,7 @@
 """The installed commands start fast: `--help` and a configuration Hydra refuses answer without
 importing torch, Lightning, MONAI or matplotlib (segnet.commands imports a command's work only
-once its configuration composed), and `segnet-plan --verify` does not import Lightning."""
+once its configuration composed), a command's check answers the common mistakes before its work
+imports Lightning or MONAI, and `segnet-plan --verify` does not import Lightning."""
 
 from __future__ import annotations
 
@@ -60,3 +61,27 @@ def test_verify_reads_the_data_without_lightning(tmp_path):
     assert ran.returncode == 0, ran.stderr[-2000:]
     # MONAI reads the images (on torch, and it loads matplotlib itself where it is installed)
     assert "'monai'" in imported and "'lightning'" not in imported
+
+
+MISTAKES = {  # a command, its arguments (DATASET: a dataset of three cases) and how its one-line answer starts
+    "folds": ("segnet-train", ["data=folder", "data.root=DATASET", "trainer=cpu"],
+              "error: 3 training case(s) cannot make data.num_folds=5 folds; use 2 to 3 folds, or data.fold=all"),
+    "root": ("segnet-train", ["data=folder", "trainer=cpu"], "error: data.root is required for data=folder"),
+    "gpu": ("segnet-train", ["op=cuda"], "error: op.backend=cuda needs a GPU trainer"),
+    "checkpoint": ("segnet-evaluate", ["ckpt_path=nope.ckpt", "data.root=DATASET"],
+                   "error: ckpt_path=nope.ckpt is not a file; point it at a training run's checkpoints/final.ckpt"),
+    "model": ("segnet-predict", ["input=x", "output=y"],
+              "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of "
+              "them: segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_a_common_mistake_is_one_line_before_lightning_or_monai_load(tmp_path, mistake):
+    command, args, answer = MISTAKES[mistake]
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    args = [a.replace("DATASET", str(root)) for a in args]
+    ran, imported = imported_heavy(command, *args, f"hydra.run.dir={tmp_path}/h")
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+    assert ran.stderr.strip().splitlines()[-1].startswith(answer)
+    assert "'lightning'" not in imported and "'monai'" not in imported

@@ -6,10 +6,13 @@ issues or sessions of its making."""
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib
 import importlib.util
+import io
 import re
+import runpy
 import shlex
 import subprocess
 import sys
@@ -101,10 +104,24 @@ def compose_command(command: Command, words: list[str]) -> None:
 
 
 @cache
-def script_help(*program: str) -> str:
-    ran = subprocess.run([sys.executable, *program, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert ran.returncode == 0, f"{' '.join(program)} --help failed:\n{ran.stderr[-2000:]}"
-    return ran.stdout
+def script_help(program: str, module: bool = False) -> str:
+    """`python SCRIPT --help` (or `python -m MODULE --help`), run in this process as Python runs
+    it (the script's folder first on the path): the libraries it imports are loaded once per test
+    process, not once per documented script."""
+    out = io.StringIO()
+    argv, path = sys.argv, sys.path
+    sys.argv = [program, "--help"]
+    sys.path = path if module else [str(Path(program).parent), *path]
+    try:
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exited:
+            if module:
+                runpy.run_module(program, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(program, run_name="__main__")
+    finally:
+        sys.argv, sys.path = argv, path
+    assert exited.value.code in (0, None), f"{program} --help exited with {exited.value.code}"
+    return out.getvalue()
 
 
 def knows(usage: str, flag: str) -> bool:
@@ -130,7 +147,7 @@ def check_command(text: str) -> None:
             compose_command(installed_command(command), arguments(" ".join(rest[2:])))
         elif module.startswith("ops."):
             flags = [w for w in rest[2:] if w.startswith("--")]
-            usage = script_help("-m", module)
+            usage = script_help(module, module=True)
             assert all(knows(usage, flag) for flag in flags), f"{text}: {flags} not all in its --help"
         else:
             assert module == "build", f"{text}: an unknown module"  # the PyPA build frontend

@@ -6,11 +6,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from segnet.checkpoints.paths import one_checkpoint
-from segnet.data.dataset_json import describe_dataset
-from segnet.errors import ConfigError
+from segnet.evaluation.evaluation_arguments import evaluation_inputs
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
@@ -22,10 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    checkpoint = one_checkpoint(cfg, "evaluation")
-    if OmegaConf.is_missing(cfg.data, "root"):
-        raise ConfigError("data.root is required: point it at the dataset folder (dataset.json, imagesTr, labelsTr)")
-    description = describe_dataset(str(cfg.data.root))
+    checkpoint, description = evaluation_inputs(cfg)
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
     check_compatible(model, description, checkpoint)
     run_splits = run_folder(checkpoint) / "splits.json"

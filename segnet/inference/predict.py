@@ -5,54 +5,44 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
-from segnet.checkpoints.paths import checkpoint_paths
 from segnet.data.dataset_json import Case
 from segnet.data.headers import header_problem
-from segnet.errors import ConfigError, DatasetError
+from segnet.errors import DatasetError
 from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
 from segnet.inference.exported import load_exported, metadata_path
 from segnet.inference.loading import inference_device, load_for_inference, run_folder
+from segnet.inference.prediction_arguments import check_prediction_arguments, model_paths
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.provenance import claim, model_record, stamp
 from segnet.inference.trained_model import TrainedModel
 
 log = logging.getLogger(__name__)
-USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
-
-
-def exported_paths(cfg: DictConfig) -> list[Path]:
-    return checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
 
 
 def load_models(cfg: DictConfig) -> list[TrainedModel]:
-    """The checkpoints (ckpt_path=) or exported packages (model=) to predict with: one, or several
-    for an ensemble."""
-    given = [key for key in ("ckpt_path", "exported") if cfg.get(key) is not None]
-    if len(given) != 1:
-        raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), "
-                          f"one of them: {USAGE}")
-    if given == ["exported"]:
+    """The checkpoints or exported packages to predict with, loaded."""
+    if cfg.get("exported") is not None:
         device = inference_device(cfg.device)
-        return [load_exported(path, device) for path in exported_paths(cfg)]
-    return [load_for_inference(p, cfg.device, cfg.op.backend) for p in checkpoint_paths(cfg)]
+        return [load_exported(path, device) for path in model_paths(cfg)]
+    return [load_for_inference(p, cfg.device, cfg.op.backend) for p in model_paths(cfg)]
 
 
 def model_folders(cfg: DictConfig) -> list[Path]:
     """Where each model's postprocessing.json would be: a checkpoint's run folder, an export's own."""
     if cfg.get("exported") is not None:
-        return [p.resolve().parent for p in exported_paths(cfg)]
-    return [run_folder(p) for p in checkpoint_paths(cfg)]
+        return [p.resolve().parent for p in model_paths(cfg)]
+    return [run_folder(p) for p in model_paths(cfg)]
 
 
 def model_files(cfg: DictConfig) -> list[Path]:
     """The files the models are read from: each checkpoint, or each export's package and its model.json."""
     if cfg.get("exported") is not None:
-        return [file for path in exported_paths(cfg) for file in (path, metadata_path(path))]
-    return checkpoint_paths(cfg)
+        return [file for path in model_paths(cfg) for file in (path, metadata_path(path))]
+    return model_paths(cfg)
 
 
 def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str = "predicted") -> None:
@@ -66,9 +56,7 @@ def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str =
 
 
 def predict(cfg: DictConfig) -> list[Prediction]:
-    for key in ("input", "output"):
-        if OmegaConf.is_missing(cfg, key):
-            raise ConfigError(f"{key} is required: {USAGE}")
+    check_prediction_arguments(cfg)
     models = load_models(cfg)
     predictor = Predictor(models, tta=bool(cfg.tta))
     cases = find_cases(Path(cfg.input), predictor.in_channels)

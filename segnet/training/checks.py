@@ -1,5 +1,7 @@
-"""Checks of a training configuration that stop a run before anything is built: the data section,
-the launcher a DDP sweep needs, and the op backend for the trainer's device."""
+"""Checks of a training configuration that stop a run before anything is built: the data section
+and the folds it can make, the launcher a DDP sweep needs, and the op backend for the trainer's
+device. segnet-train runs check_training_config before it imports the training code (Lightning,
+MONAI), so these mistakes are answered in a few seconds; this module imports neither."""
 
 from __future__ import annotations
 
@@ -11,14 +13,21 @@ from omegaconf import DictConfig, OmegaConf
 import ops
 from segnet.cluster import trainer_uses_gpu
 from segnet.data.dataset_json import describe_dataset
+from segnet.data.splits import choose_split
 from segnet.errors import ConfigError
-from segnet.training.data_arguments import check_data_keys
 
 log = logging.getLogger(__name__)
 
 
-def resolve_run_backend(cfg: DictConfig) -> str:
-    """The op backend this run will use, or a ConfigError saying what to use instead."""
+def check_training_config(cfg: DictConfig) -> None:
+    """What a run's configuration gets wrong that is known before anything is imported or built."""
+    check_data_config(cfg.data)
+    check_launcher(cfg)
+    check_devices(cfg)
+
+
+def check_devices(cfg: DictConfig) -> None:
+    """The op backend asked for fits the trainer's device, and that device is here."""
     backend = cfg.op.backend
     if backend not in ops.BACKENDS:
         raise ConfigError(f"op.backend={backend} is not a backend; use one of {', '.join(ops.BACKENDS)}")
@@ -35,9 +44,14 @@ def resolve_run_backend(cfg: DictConfig) -> str:
             "op.backend=cpp runs on the CPU but the trainer uses the GPU; use op.backend=cuda or op.backend=auto "
             "(or trainer=cpu)"
         )
-    device = torch.device("cuda" if gpu else "cpu")
-    resolved = ops.resolve_backend(backend, device)
-    log.info("edge op backend: %s (requested %s, device %s)", resolved, backend, device.type)
+
+
+def resolve_run_backend(cfg: DictConfig) -> str:
+    """The op backend this run will use, or a ConfigError saying what to use instead."""
+    check_devices(cfg)
+    device = torch.device("cuda" if trainer_uses_gpu(cfg.trainer) else "cpu")
+    resolved = ops.resolve_backend(cfg.op.backend, device)
+    log.info("edge op backend: %s (requested %s, device %s)", resolved, cfg.op.backend, device.type)
     return resolved
 
 
@@ -72,14 +86,15 @@ def check_launcher(cfg: DictConfig) -> None:
 
 
 def check_data_config(data: DictConfig) -> None:
-    check_data_keys(data)
     if "root" in data.keys() and OmegaConf.is_missing(data, "root"):  # `in` skips missing values
         raise ConfigError(
             f"data.root is required for data={data.name}: point it at a dataset folder with dataset.json, "
             "imagesTr and labelsTr, e.g. data.root=/data/Task04_Hippocampus"
         )
     if "root" in data.keys():
-        describe_dataset(str(data.root))  # its DatasetError, before the config's resolvers wrap it
+        description = describe_dataset(str(data.root))  # its DatasetError, before the config's resolvers wrap it
+        if "fold" in data.keys():  # the data module's split, made here to name a fold it cannot make
+            choose_split(description, data.fold, data.num_folds, data.split_seed)
     if len(data.class_names) != data.num_classes:
         raise ConfigError(
             f"data.class_names has {len(data.class_names)} names but data.num_classes={data.num_classes}; "

@@ -21,8 +21,8 @@ from segnet.errors import ConfigError, DatasetError
 from segnet.files import write_json
 from segnet.model.loss_terms import required_maps
 from segnet.planning.plan import record_plan
-from segnet.training.checks import check_data_config, check_launcher, resolve_run_backend
-from segnet.training.data_arguments import data_module_arguments
+from segnet.training.checks import check_training_config, resolve_run_backend
+from segnet.training.data_arguments import check_data_keys, data_module_arguments
 from segnet.training.final_weights import validate_final_weights
 from segnet.training.fine_tuning import initialize_from
 from segnet.training.module import SegmentationModule
@@ -55,8 +55,8 @@ def instantiate_data(data: DictConfig, maps: list[str] | None = None) -> L.Light
 
 def train(composed: DictConfig) -> dict[str, Any]:
     """Fit, validate the final weights, and return (and write) the run's metrics."""
-    check_data_config(composed.data)
-    check_launcher(composed)
+    check_training_config(composed)
+    check_data_keys(composed.data)
     backend = resolve_run_backend(composed)
     L.seed_everything(composed.seed, workers=True)
     run = run_config(composed)

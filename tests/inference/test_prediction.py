@@ -107,14 +107,6 @@ def test_evaluation_scores_what_prediction_writes(trained, tmp_path):
         assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj))
 
 
-def test_missing_arguments_are_one_line(tmp_path):
-    result = run_script("segnet-predict", ["input=x", "output=y"], tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of them: "
-        "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER")
-
-
 @pytest.mark.slow
 def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained, tmp_path):
     root, run = trained
