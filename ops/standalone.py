@@ -28,7 +28,8 @@ _RUN_FILE = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv
 
 def command(package: Path, *options: str) -> list[str]:
     """The command line that runs a package on its own in a fresh interpreter."""
-    return [sys.executable, "-c", _RUN_FILE, __file__, str(package), *options]
+    # faulthandler: a crash in the package's native code leaves the Python stack on stderr.
+    return [sys.executable, "-X", "faulthandler", "-c", _RUN_FILE, __file__, str(package), *options]
 
 
 def main() -> int:

@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 out=${OUT:-outputs/gpu_check}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+# One op cache for the build step, the tests (and the wheel they package) and the training: the
+# CUDA library compiles once per check.
+export SEGNET_OPS_CACHE=${SEGNET_OPS_CACHE:-/tmp/segnet-gpu-check-ops}
 summary="$out/summary.md"
 printf '| step | result | seconds |\n|---|---|---|\n' >"$summary"
 

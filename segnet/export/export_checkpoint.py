@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -45,5 +46,7 @@ def run_on_its_own(package: Path) -> dict[str, float]:
     alone, as the target machine will run it; RuntimeError with its output if it fails."""
     ran = subprocess.run(standalone.command(package), capture_output=True, text=True)
     if ran.returncode != 0:
-        raise RuntimeError(f"{package} does not run on its own:\n{ran.stderr[-3000:]}")
+        how = (f"killed by {signal.Signals(-ran.returncode).name}" if ran.returncode < 0
+               else f"exit status {ran.returncode}")
+        raise RuntimeError(f"{package} does not run on its own ({how}):\n{ran.stderr[-3000:]}")
     return json.loads(ran.stdout.strip().splitlines()[-1])["seconds"]

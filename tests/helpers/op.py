@@ -62,6 +62,14 @@ def reference_with_grads(x: torch.Tensor, alpha: torch.Tensor, grad_y: torch.Ten
     return y.detach(), grad_x, grad_alpha
 
 
+def as_stored(dtype: torch.dtype, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors' values as `dtype` stores them, in float64: the reference of a kernel fed
+    `dtype` inputs, so that a comparison measures the kernel's arithmetic, not the rounding of its
+    inputs (which alone moves grad_alpha of a 6-voxel bfloat16 tensor, a sum of a few terms that
+    cancel, by 18 %)."""
+    return [t.to(dtype).double() for t in tensors]
+
+
 def random_inputs(shape, dtype=torch.float64, seed: int = 0, device: str = "cpu"):
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(shape, dtype=dtype, generator=generator).to(device)

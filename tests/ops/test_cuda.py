@@ -9,6 +9,7 @@ import ops
 from helpers.op import (
     SHAPES,
     STRIP_SHAPES,
+    as_stored,
     assert_matches,
     random_inputs,
     reference_with_grads,
@@ -34,7 +35,7 @@ def cuda_with_grads(x, alpha, grad_y):
 @pytest.mark.parametrize("shape", SHAPES + STRIP_SHAPES + [(4, 8, 67, 129), (2, 4, 19, 33, 41)], ids=shape_id)
 def test_cuda_matches_reference(shape, dtype):
     x, alpha, grad_y = random_inputs(shape)
-    expected = reference_with_grads(x, alpha, grad_y)
+    expected = reference_with_grads(*as_stored(dtype, x, alpha, grad_y))
     got = cuda_with_grads(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
 
@@ -48,7 +49,8 @@ def test_cuda_on_unaligned_data(shape, dtype):
     ops.resolve_backend("cuda", torch.device("cuda"))
     got = (torch.ops.segnet_ops.edge_enhance(xs, alpha.to(dtype).cuda(), 1e-6),
            *torch.ops.segnet_ops.edge_enhance_backward(gs, xs, alpha.to(dtype).cuda(), 1e-6))
-    assert_matches([g.cpu() for g in got], reference_with_grads(x, alpha, grad_y), TOLERANCE[dtype], dtype=dtype)
+    expected = reference_with_grads(*as_stored(dtype, x, alpha, grad_y))
+    assert_matches([g.cpu() for g in got], expected, TOLERANCE[dtype], dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)

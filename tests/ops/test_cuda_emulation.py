@@ -11,6 +11,7 @@ import torch
 from helpers.op import (
     SHAPES,
     STRIP_SHAPES,
+    as_stored,
     assert_matches,
     random_inputs,
     reference_with_grads,
@@ -40,10 +41,10 @@ def test_emulated_kernels_match_reference_in_float64(shape):
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
-@pytest.mark.parametrize("shape", STRIP_SHAPES, ids=shape_id)
-def test_emulated_strips_match_reference(shape, dtype):
+@pytest.mark.parametrize("shape", SHAPES + STRIP_SHAPES, ids=shape_id)
+def test_emulated_kernels_match_reference_in_each_dtype(shape, dtype):
     x, alpha, grad_y = random_inputs(shape)
-    expected = reference_with_grads(x, alpha, grad_y)
+    expected = reference_with_grads(*as_stored(dtype, x, alpha, grad_y))
     got = emulated(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
     assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
 
@@ -55,7 +56,7 @@ def test_emulated_kernels_on_unaligned_data_take_the_sample_path(shape, dtype):
     xs, gs = unaligned(x.to(dtype)), unaligned(grad_y.to(dtype))
     assert xs.data_ptr() % 16 != 0 and xs.is_contiguous()
     got = emulated(xs, alpha.to(dtype), gs)
-    assert_matches(got, reference_with_grads(x, alpha, grad_y), TOLERANCE[dtype], dtype=dtype)
+    assert_matches(got, reference_with_grads(*as_stored(dtype, x, alpha, grad_y)), TOLERANCE[dtype], dtype=dtype)
 
 
 @pytest.mark.parametrize("shape", MULTI_TILE, ids=shape_id)
