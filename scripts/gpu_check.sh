@@ -48,6 +48,9 @@ step() {  # step NAME COMMAND...: run, log to $out/NAME.log, add a summary row
   printf '| %s | %s | %s |\n' "$name" "$status" "$(( $(date +%s) - start ))" >>"$summary"
 }
 
+# The checkout installed as a user's is (editable: it builds nothing), for the commands and the
+# package metadata the tests use.
+step install python3 -m pip install -q --no-deps --no-build-isolation --no-index -e .
 step build python3 -m ops.build --cuda
 step cuda-tests python3 -m pytest tests -m cuda -q -p no:cacheprovider
 step kernels python3 scripts/kernel_bandwidth.py --device cuda --out "$out"

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
+from importlib.metadata import distribution
 
 import pytest
 
 from helpers import ROOT
 from helpers.data import write_decathlon
 
-# The console scripts as pyproject.toml declares them: also where the checkout is not installed
-# (a GPU machine running `pytest -m cuda` from it).
-COMMANDS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+COMMANDS = {e.name: e.value for e in distribution("segnet").entry_points if e.group == "console_scripts"}
 HEAVY = ("torch", "lightning", "monai", "matplotlib")
 
 # Runs a command's main with ARGS and, on the way out (Hydra ends --help with SystemExit), prints

@@ -19,7 +19,7 @@ def test_every_mutant_still_applies_to_the_code():
     listed = run("--list")
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "op-reference-sobel-tap:" in listed.stdout
-    assert "NOT APPLIED" not in listed.stdout, listed.stdout  # update MUTANTS with the code they mutate
+    assert "NOT APPLIED" not in listed.stdout, listed.stdout  # update scripts/mutants.yaml with the code they mutate
 
 
 def test_a_mutant_is_run_in_a_copy_and_killed():
