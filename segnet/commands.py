@@ -15,26 +15,58 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 import hydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from segnet.config import CONF, register_resolvers
 from segnet.errors import user_errors_as_one_line
 
+# Arguments that choose Hydra's run folder or its files themselves.
+HYDRA_RUN_KEYS = ("hydra.run.dir=", "hydra.output_subdir=", "hydra/job_logging=")
+
 
 @dataclass(frozen=True)
 class Command:
     """An installed command: Hydra's main over conf/<config_name>.yaml, after `rewrite` has mapped
-    each command-line argument to what Hydra should see."""
+    each command-line argument to what Hydra should see. A command that writes to `output=` has
+    `output_folder`, the folder its output goes into: given output=, Hydra runs there and writes
+    neither its .hydra/ nor a log file, so the command leaves its output and nothing else (no
+    dated folder under outputs/)."""
 
     config_name: str
     run: Callable[[], Any]
     rewrite: Callable[[str], str] = str
+    output_folder: Callable[[PurePath], PurePath] | None = None
 
     def overrides(self, arguments: list[str]) -> list[str]:
-        return [self.rewrite(argument) for argument in arguments]
+        rewritten = [self.rewrite(argument) for argument in arguments]
+        return rewritten + self.run_in_output_folder(rewritten)
+
+    def run_in_output_folder(self, arguments: list[str]) -> list[str]:
+        """The overrides that make Hydra's run folder the output's own folder, without its files;
+        none where the output is not named, or the run folder or a sweep is."""
+        if self.output_folder is None or any(a in ("-m", "--multirun") or a.startswith(HYDRA_RUN_KEYS)
+                                             for a in arguments):
+            return []
+        named = [a.partition("=")[2] for a in arguments if a.startswith(("output=", "+output=", "++output="))]
+        if not named:
+            return []
+        try:
+            value = OverridesParser.create().parse_override(f"output={named[-1]}").value()
+        except HydraException:  # Hydra reports the malformed argument itself
+            return []
+        if not isinstance(value, str):
+            return []
+        folder = str(self.output_folder(PurePath(value)))
+        quote = "'" if "'" not in folder else '"'
+        if quote in folder:  # both quotes in the path: Hydra's default run folder, as without output=
+            return []
+        return [f"hydra.run.dir={quote}{folder}{quote}", "hydra.output_subdir=null", "hydra/job_logging=stdout"]
 
     def __call__(self) -> Any:
         register_resolvers()
@@ -49,7 +81,7 @@ def imported(work: str) -> Callable[[DictConfig], Any]:
 
 
 def hydra_command(config_name: str, work: str, check: str | None = None, rewrite: Callable[[str], str] = str,
-                  result: str | None = None) -> Command:
+                  result: str | None = None, output_folder: Callable[[PurePath], PurePath] | None = None) -> Command:
     """The command that runs `check`, then `work` (each "module:function") on the composed
     `config_name`, with errors a user can fix in one line; it returns what `work` returns, or that
     value's `result` entry (what a Hydra sweeper optimizes)."""
@@ -62,7 +94,7 @@ def hydra_command(config_name: str, work: str, check: str | None = None, rewrite
             returned = imported(work)(cfg)
         return returned if result is None else returned[result]
 
-    return Command(config_name, run, rewrite)
+    return Command(config_name, run, rewrite, output_folder)
 
 
 # The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
@@ -80,7 +112,8 @@ def _verify_flag(argument: str) -> str:
     return "verify=true" if argument == "--verify" else argument  # nnU-Net's flag; Hydra takes key=value
 
 
-segnet_plan = hydra_command("plan", "segnet.planning.plan:plan_command", rewrite=_verify_flag)
+segnet_plan = hydra_command("plan", "segnet.planning.plan:plan_command", rewrite=_verify_flag,
+                            output_folder=lambda output: output.parent)
 """segnet-plan data.root=DATASET [output=plans.json] [data.memory_budget_gb=8], and
 segnet-plan --verify data.root=DATASET: a dataset's fingerprint and plan, or its integrity check
 alone, like nnUNetv2_plan_and_preprocess and its --verify_dataset_integrity. Training plans by
@@ -100,7 +133,7 @@ def _exported_package(argument: str) -> str:
 
 segnet_predict = hydra_command("predict", "segnet.inference.predict:predict",
                                "segnet.inference.prediction_arguments:check_prediction_arguments",
-                               rewrite=_exported_package)
+                               rewrite=_exported_package, output_folder=lambda output: output)
 """segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER (or model=PATH.pt2 for an export),
 like nnUNetv2_predict; conf/predict.yaml lists the options."""
 
@@ -116,7 +149,8 @@ segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postpro
 raise the cross-validation's mean Dice, like nnU-Net's postprocessing determination; the rules
 go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
 
-segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export")
+segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export",
+                              output_folder=lambda output: output.parent)
 """segnet-export ckpt_path=CKPT [format=aoti|exported_program] [device=cpu|cuda] [output=model.pt2]:
 a trained network as a torch.export program or an AOTInductor package with model.json beside it,
 then run once on its own (torch and the op library alone) to prove it deploys."""

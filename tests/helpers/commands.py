@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from segnet.command_runs import installed_command
 
 
-def run_command(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`name ARGS` (an installed command), its output captured as text."""
-    return subprocess.run([str(installed_command(name)), *args], capture_output=True, text=True, timeout=timeout)
+def run_command(name: str, *args: str, timeout: int = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`name ARGS` (an installed command) in `cwd` (default: this process's), its output captured as
+    text."""
+    return subprocess.run([str(installed_command(name)), *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)

@@ -290,12 +290,19 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     assert data["patch_size"] == [16, 16] and data["spacing"] is None  # the user's values win
 
 
-def test_plan_script_writes_a_plan_and_verify_lists_broken_cases(tmp_path):
+def test_plan_script_writes_a_plan_and_nothing_else_and_verify_lists_broken_cases(tmp_path):
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:3])
-    args = [f"data.root={root}", f"hydra.run.dir={tmp_path}/h"]
-    done = run_command("segnet-plan", *args, f"output={tmp_path / 'plans.json'}", timeout=300)
+    started_in = tmp_path / "cwd"
+    started_in.mkdir()
+    done = run_command("segnet-plan", f"data.root={root}", f"output={tmp_path / 'plan' / 'plans.json'}", timeout=300,
+                       cwd=started_in)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads((tmp_path / "plans.json").read_text())["orientation"] == "RAS"
+    assert json.loads((tmp_path / "plan" / "plans.json").read_text())["orientation"] == "RAS"
+    # Told where to write, the command leaves neither .hydra/ nor plan.log beside the plan, nor an
+    # outputs/plan/<date>/ folder where it was started.
+    assert [p.name for p in (tmp_path / "plan").iterdir()] == ["plans.json"]
+    assert not any(started_in.iterdir())
+    args = [f"data.root={root}", f"hydra.run.dir={tmp_path}/h"]
     label = nib.load(root / "labelsTr" / "phantom_001.nii.gz")
     broken = np.asarray(label.dataobj).copy()
     broken[0, 0, 0] = 7
