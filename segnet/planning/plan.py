@@ -30,7 +30,7 @@ from segnet.errors import ConfigError
 from segnet.files import write_json
 from segnet.model.strides import total_strides
 from segnet.planning.network_shape import network_shape
-from segnet.planning.planner import CPU_STEP_GFLOPS, Budget, is_sized_by_plan, plan_dataset
+from segnet.planning.planner import CPU_STEP_GFLOPS, Budget, is_sized_by_plan, plan_dataset, volumes_per_step
 from segnet.planning.record import dataset_fingerprint
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 PLANNING_KEYS = frozenset({"plan", "max_voxels", "memory_budget_gb", "plan_for", "cpu_step_gflops", "resample",
                            "patch_scale", "batch_scale"})
 PLANS_FILE = "plans.json"
+CONFIGURATION_KEYS = ("spacing", "patch_size", "batch_size", "samples_per_volume", "crops_per_step")
 
 
 def fingerprint(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
@@ -74,9 +75,11 @@ def plan_budget(cfg: DictConfig) -> Budget:
 
 
 def make_plan(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
-    """The plan made from the fingerprint of the labelled cases, for the device it trains on."""
+    """The plan made from the fingerprint of the labelled cases, for the model and the device it
+    trains on."""
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    return plan_dataset(description, fingerprint(description, cfg), model, plan_budget(cfg))
+    return plan_dataset(description, fingerprint(description, cfg), model, plan_budget(cfg),
+                        int(cfg.data.samples_per_volume))
 
 
 def max_voxels(cfg: DictConfig) -> int:
@@ -95,7 +98,10 @@ def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         raise ConfigError(f"{path} is not valid JSON ({error}); pass a plans.json from segnet-plan") from None
     missing = [key for key in ("orientation", "normalization", "configurations") if key not in plan]
-    missing += [f"configurations.{c}" for c in ("2d", "3d") if c not in plan.get("configurations", {})]
+    configurations = plan.get("configurations", {})
+    missing += [f"configurations.{c}" for c in ("2d", "3d") if c not in configurations]
+    missing += [f"configurations.{c}.{key}" for c in ("2d", "3d") if c in configurations
+                for key in CONFIGURATION_KEYS if key not in configurations[c]]
     if missing:
         raise ConfigError(f"{path} is not a segnet plan (it lacks {', '.join(missing)}); pass a plans.json from "
                           "segnet-plan, or leave data.plan out to plan afresh")
@@ -120,24 +126,26 @@ def scaled_patch(patch: list[int], scale: float, stride: Sequence[int]) -> list[
 
 
 def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> None:
-    """What the plan decides for this run's data section (values the user set win). A model sized
-    by the plan trains the patch and batch the plan proposes with its network."""
+    """What the plan decides for this run's data section (values the user set win): the patch and
+    batch it planned for its model, which a model sized by the plan trains with the network the
+    plan proposes (size_network)."""
     dims = int(data.spatial_dims)
     configuration = plan["configurations"][f"{dims}d"]
-    model_settings = OmegaConf.to_container(model, resolve=True)
-    proposal = configuration.get("network") if is_sized_by_plan(model_settings) else None
-    chosen = proposal or configuration
     if data.patch_size is None:
-        strides = (proposal or model_settings)["strides"]
+        strides = OmegaConf.to_container(model, resolve=True)["strides"]
+        if strides is None:
+            strides = configuration.get("network", {}).get("strides")
         stride = total_strides(strides, dims) if strides is not None else (1,) * dims
-        data.patch_size = scaled_patch(chosen["patch_size"], float(data.get("patch_scale", 1.0)), stride)
-    if data.batch_size is None:  # the plan counts crops per step; the loader, volumes
+        data.patch_size = scaled_patch(configuration["patch_size"], float(data.get("patch_scale", 1.0)), stride)
+    if data.batch_size is None:
         batch_scale = float(data.get("batch_scale", 1.0))
         if not (math.isfinite(batch_scale) and batch_scale > 0):
             raise ConfigError(f"data.batch_scale={batch_scale}; give a positive factor of the plan's batch "
                               "(0.25 for a quarter), or set data.batch_size")
-        crops = max(1, round(chosen["batch_size"] * batch_scale))
-        data.batch_size = max(1, math.ceil(crops / data.samples_per_volume))
+        # The crops the budget fits, over this run's crops per volume (the plan's batch_size where
+        # they are the plan's).
+        crops = max(1, round(configuration["crops_per_step"] * batch_scale))
+        data.batch_size = volumes_per_step(crops, int(data.samples_per_volume))
     data.orientation = plan["orientation"]
     data.spacing = configuration["spacing"] if data.resample else None
     if data.normalization is None:
@@ -219,8 +227,10 @@ def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
     plan = make_plan(description, cfg)
     write_plan(plan, Path(cfg.output))
     for name, configuration in plan["configurations"].items():
-        log.info("%s: spacing %s, patch %s, batch %d; the network it proposes: channels %s, strides %s", name,
-                 configuration["spacing"], configuration["patch_size"], configuration["batch_size"],
-                 configuration["network"]["channels"], configuration["network"]["strides"])
+        network = configuration.get("network")
+        log.info("%s: spacing %s, patch %s, batch %d volume(s) x %d crop(s); %s", name, configuration["spacing"],
+                 configuration["patch_size"], configuration["batch_size"], configuration["samples_per_volume"],
+                 f"the network: channels {network['channels']}, strides {network['strides']}" if network
+                 else "the model's own network")
     log.info("plan in %s; train with data.plan=%s", cfg.output, cfg.output)
     return plan

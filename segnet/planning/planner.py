@@ -92,25 +92,30 @@ def total_logits(outputs: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
 def step_flops_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """The floating-point operations of a training step (forward and backward) per voxel of its
     input, counted by torch's FlopCounterMode (convolutions and matrix products: the bulk)."""
-    net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
-    with FlopCounterMode(display=False) as counter:
-        total_logits(net(x)).backward()
+    with torch.random.fork_rng(devices=[]):  # see saved_bytes_per_voxel
+        net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
+        with FlopCounterMode(display=False) as counter:
+            total_logits(net(x)).backward()
     return counter.get_total_flops() / x[0, 0].numel()
 
 
 def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
-    net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
-    weights = {p.data_ptr() for p in net.parameters()}
-    seen: dict[int, int] = {}
+    # The counting network's initialization (and any dropout) draws on a forked generator: the
+    # run's seeded stream, which initializes the network that trains next, owes nothing to what
+    # planning counted.
+    with torch.random.fork_rng(devices=[]):
+        net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
+        weights = {p.data_ptr() for p in net.parameters()}
+        seen: dict[int, int] = {}
 
-    def count(t: torch.Tensor) -> torch.Tensor:
-        if t.data_ptr() not in weights:
-            seen[t.data_ptr()] = max(seen.get(t.data_ptr(), 0), t.numel() * t.element_size())
-        return t
+        def count(t: torch.Tensor) -> torch.Tensor:
+            if t.data_ptr() not in weights:
+                seen[t.data_ptr()] = max(seen.get(t.data_ptr(), 0), t.numel() * t.element_size())
+            return t
 
-    with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
-        total_logits(net(x.requires_grad_()))
+        with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+            total_logits(net(x.requires_grad_()))
     return sum(seen.values()) / x[0, 0].numel()
 
 
@@ -192,8 +197,33 @@ def _mm(value: float) -> float:
     return round(float(value), 6)
 
 
+def planned_configuration(
+    model: dict[str, Any], median_shape: Sequence[float], spacing: Sequence[float], budget: Budget, dataset: Dataset,
+    samples_per_volume: int,
+) -> dict[str, Any]:
+    """One configuration's patch and batch, for the model it is planned with: a fixed network's
+    own, or, for a model sized by the plan, the network it proposes and that network's. The batch
+    in the configuration's units: volumes per step (data.batch_size), each giving
+    `samples_per_volume` crops; the budget fits `crops_per_step`."""
+    if is_sized_by_plan(model):
+        network = sized_network(model, median_shape, spacing, budget, dataset)
+        fit = {key: value for key, value in network.items() if key not in ("channels", "strides")}
+        proposal = {"network": {"channels": network["channels"], "strides": network["strides"]}}
+    else:
+        fit, proposal = fitted_patch_and_batch(model, median_shape, spacing, budget, dataset), {}
+    crops = fit.pop("batch_size")
+    return {"patch_size": fit.pop("patch_size"), "batch_size": volumes_per_step(crops, samples_per_volume),
+            "samples_per_volume": samples_per_volume, "crops_per_step": crops, **proposal, **fit}
+
+
+def volumes_per_step(crops: int, samples_per_volume: int) -> int:
+    """The volumes a step loads for `crops` crops, `samples_per_volume` from each (at least one)."""
+    return max(1, math.ceil(crops / samples_per_volume))
+
+
 def plan_dataset(
-    description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], budget: Budget
+    description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], budget: Budget,
+    samples_per_volume: int,
 ) -> dict[str, Any]:
     cases = fingerprint["cases"]  # 3D volumes all: the integrity check names any other
     spacings = np.array([c["spacing"] for c in cases], np.float64)
@@ -207,15 +237,10 @@ def plan_dataset(
     dataset = Dataset(description.in_channels, description.num_classes, float(resampled.prod(axis=1).sum()))
     configurations = {}
     for dims in (2, 3):
-        network = sized_network(model, median_shape[:dims], spacing[:dims], budget, dataset)
-        # the fixed network's own patch and batch, or the proposal's for a model sized by the plan
-        fit = ({key: value for key, value in network.items() if key not in ("channels", "strides")}
-               if is_sized_by_plan(model) else fitted_patch_and_batch(model, median_shape[:dims], spacing[:dims],
-                                                                        budget, dataset))
         configurations[f"{dims}d"] = {
             # 2D: in plane only; 0 keeps each case's own spacing along the slicing axis
             "spacing": [_mm(s) for s in spacing[:2]] + ([_mm(spacing[2])] if dims == 3 else [0.0]),
-            **fit, "network": network,
+            **planned_configuration(model, median_shape[:dims], spacing[:dims], budget, dataset, samples_per_volume),
         }
     return {
         "dataset": str(description.root),

@@ -18,6 +18,7 @@ from segnet.planning.record import dataset_fingerprint
 
 MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm": "instance", "act": "prelu",
          "dropout": 0.0, "edge_placement": ["input", "skips"], "edge_alpha_init": 0.1}
+CROPS_PER_VOLUME = 2  # conf/data/folder.yaml's samples_per_volume
 GRIDS = [((1.0, 1.0, 1.0), "RAS")] * 3
 
 
@@ -33,20 +34,22 @@ def test_the_cpu_budget_is_make_trains_step():
 def test_a_cpu_plan_fits_a_steps_flops_and_a_gpu_plan_memory_alone(tmp_path):
     description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", GRIDS)))
     fingerprint = dataset_fingerprint(description)
-    gpu = plan_dataset(description, fingerprint, MODEL, Budget(8.0))
-    cpu = plan_dataset(description, fingerprint, MODEL, Budget(8.0, step_gflops=0.2))
+    gpu = plan_dataset(description, fingerprint, MODEL, Budget(8.0), CROPS_PER_VOLUME)
+    cpu = plan_dataset(description, fingerprint, MODEL, Budget(8.0, step_gflops=0.2), CROPS_PER_VOLUME)
+    sized = plan_dataset(description, fingerprint, {**MODEL, "channels": None, "strides": None},
+                         Budget(8.0, step_gflops=0.2), CROPS_PER_VOLUME)
     assert gpu["budget"] == {"device": "gpu", "memory_gb": 8.0, "step_gflops": None}
     assert cpu["budget"] == {"device": "cpu", "memory_gb": 8.0, "step_gflops": 0.2}
     for dims in ("2d", "3d"):
         on_cpu, on_gpu = cpu["configurations"][dims], gpu["configurations"][dims]
-        step = on_cpu["step_flops_per_voxel"] * math.prod(on_cpu["patch_size"]) * on_cpu["batch_size"]
-        assert step <= 0.2e9 or on_cpu["batch_size"] == 2 and min(on_cpu["patch_size"]) == 4  # as small as it goes
-        assert math.prod(on_cpu["patch_size"]) * on_cpu["batch_size"] < math.prod(on_gpu["patch_size"]) * on_gpu[
-            "batch_size"]  # the budget binds here
+        step = on_cpu["step_flops_per_voxel"] * math.prod(on_cpu["patch_size"]) * on_cpu["crops_per_step"]
+        assert step <= 0.2e9 or on_cpu["crops_per_step"] == 2 and min(on_cpu["patch_size"]) == 4  # as small as it goes
+        assert math.prod(on_cpu["patch_size"]) * on_cpu["crops_per_step"] < math.prod(on_gpu["patch_size"]) * on_gpu[
+            "crops_per_step"]  # the budget binds here
         assert "step_flops_per_voxel" not in on_gpu
-        network = on_cpu["network"]  # the sized proposal fits the same budget
-        sized_step = network["step_flops_per_voxel"] * math.prod(network["patch_size"]) * network["batch_size"]
-        assert sized_step <= 0.2e9 or network["batch_size"] == 2
+        proposed = sized["configurations"][dims]  # the sized network fits the same budget
+        sized_step = proposed["step_flops_per_voxel"] * math.prod(proposed["patch_size"]) * proposed["crops_per_step"]
+        assert "network" in proposed and (sized_step <= 0.2e9 or proposed["crops_per_step"] == 2)
 
 
 def test_the_device_is_the_trainers_unless_given(monkeypatch):

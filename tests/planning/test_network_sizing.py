@@ -1,10 +1,12 @@
 """The network sized by the plan (segnet.planning.network_shape): nnU-Net's own planner gives the same
-stages, strides and padded patch; the plan proposes it with a patch and batch of its own; a
-model that leaves channels or strides open trains it, values set win; model=resenc trains."""
+stages, strides and padded patch; a plan for a model that leaves channels or strides open
+proposes it, with that network's patch and batch (the configuration's only ones), and the model
+trains it, values set win; model=resenc trains."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -55,10 +57,8 @@ def test_a_patch_that_must_shrink_gets_the_network_shape_of_the_patch_it_trains(
     assert tight["batch_size"] == 2
 
 
-def plan_with_proposal() -> dict:
-    network = {"channels": [32, 64, 128], "strides": [[2, 1], [2, 2]], "patch_size": [64, 40], "batch_size": 6}
-    return {"configurations": {"2d": {"patch_size": [96, 80], "batch_size": 16, "spacing": [1.0, 2.0, 0.0],
-                                      "network": network}},
+def plan_with(**configuration) -> dict:
+    return {"configurations": {"2d": {"spacing": [1.0, 2.0, 0.0], "samples_per_volume": 2, **configuration}},
             "orientation": "RAS", "normalization": []}
 
 
@@ -67,19 +67,23 @@ def data_section(**given) -> OmegaConf:
                              "resample": True, "normalization": None, "plan": None, **given})
 
 
-def test_a_model_sized_by_the_plan_trains_the_proposals_patch_and_batch_and_values_set_win():
-    plan = plan_with_proposal()
+def test_a_model_sized_by_the_plan_trains_the_proposed_network_and_values_set_win():
+    proposal = {"channels": [32, 64, 128], "strides": [[2, 1], [2, 2]]}
+    plan = plan_with(patch_size=[64, 40], batch_size=3, crops_per_step=6, network=proposal)
     sized = OmegaConf.create({"channels": None, "strides": None})
     data = data_section()
     apply_plan(data, sized, plan)
-    assert list(data.patch_size) == [64, 40] and data.batch_size == 3  # the proposal's 6 crops, 2 per volume
+    assert list(data.patch_size) == [64, 40] and data.batch_size == 3  # 6 crops, 2 per volume
     size_network(sized, data)
     # nnU-Net's rule for [64, 40] at 1 x 2 mm: the finer axis alone first, then both
     assert list(sized.channels) == [32, 64, 128, 256, 512] and OmegaConf.to_container(sized.strides) == [
         [2, 1], [2, 2], [2, 2], [2, 2]]
+    data = data_section(samples_per_volume=4)
+    apply_plan(data, OmegaConf.create({"channels": None, "strides": None}), plan)
+    assert data.batch_size == 2  # the budget's 6 crops, 4 per volume: 2 volumes, not the plan's 3
     fixed = OmegaConf.create({"channels": [8, 16, 32], "strides": [2, 2]})
     data = data_section()
-    apply_plan(data, fixed, plan)
+    apply_plan(data, fixed, plan_with(patch_size=[96, 80], batch_size=8, crops_per_step=16))
     assert list(data.patch_size) == [96, 80] and data.batch_size == 8
     size_network(fixed, data)
     assert list(fixed.channels) == [8, 16, 32]  # a fixed network stays as it is
@@ -90,15 +94,21 @@ def test_a_model_sized_by_the_plan_trains_the_proposals_patch_and_batch_and_valu
     assert list(own.channels) == [16, 32, 64] and len(own.strides) == 3  # channels set, strides for 32 x 32
 
 
-def test_the_plan_proposes_the_network_for_every_configuration(tmp_path):
+@pytest.mark.parametrize("model, proposes", [(["model.channels=[8,16]", "model.strides=[2]"], False),
+                                             (["model=resenc"], True)])
+def test_each_configuration_has_one_patch_and_batch_and_a_network_where_the_plan_sizes_it(tmp_path, model, proposes):
     root = write_decathlon(tmp_path / "Task", cases=3)
-    overrides = ["data=folder", f"data.root={root}", "model.channels=[8,16]", "model.strides=[2]"]
+    overrides = ["data=folder", f"data.root={root}", *model]
     plan = make_plan(describe_dataset(str(root)), compose_config(overrides, output_dir=tmp_path / "plan"))
     for dims in (2, 3):
         configuration = plan["configurations"][f"{dims}d"]
-        network = configuration["network"]
-        assert network_shape(configuration["spacing"][:dims], network["patch_size"]).strides == network["strides"]
-        assert network["batch_size"] >= 2 and network["channels"][0] == 32
+        assert configuration["batch_size"] == math.ceil(configuration["crops_per_step"] / 2)  # volumes, 2 crops each
+        assert configuration["samples_per_volume"] == 2 and len(configuration["patch_size"]) == dims
+        assert ("network" in configuration) == proposes
+        if proposes:
+            network, spacing = configuration["network"], configuration["spacing"][:dims]
+            assert network_shape(spacing, configuration["patch_size"]).strides == network["strides"]
+            assert configuration["crops_per_step"] >= 2 and network["channels"][0] == 32
     json.dumps(plan)  # as plans.json holds it
 
 

@@ -41,6 +41,7 @@ MODEL = {"channels": [8, 16, 32], "strides": [2, 2], "num_res_units": 1, "norm":
          "dropout": 0.0, "edge_placement": ["input", "skips"], "edge_alpha_init": 0.1}
 # One anatomy, stored as different scanners store it: isotropic RAS, thick-slice LPS, and
 # thick slices along R with permuted axes.
+CROPS_PER_VOLUME = 2  # conf/data/folder.yaml's samples_per_volume
 MIXED_GRIDS = [((1.0, 1.0, 1.0), "RAS"), ((0.75, 0.75, 2.0), "LPS"), ((2.0, 0.75, 0.75), "SAR"),
                ((0.75, 0.75, 2.0), "RAS"), ((0.75, 2.0, 0.75), "LSA")]
 
@@ -137,14 +138,14 @@ def test_the_plans_budget_holds_a_real_training_step(tmp_path, monkeypatch, devi
     backend = "cpp" if device == "cpu" else "cuda"
 
     def planned_peaks() -> dict[str, float]:
-        plan = plan_dataset(description, fingerprint, MODEL, Budget(budget_gb))
+        plan = plan_dataset(description, fingerprint, MODEL, Budget(budget_gb), CROPS_PER_VOLUME)
         peaks = {}
         for dims in (2, 3):
             config = plan["configurations"][f"{dims}d"]
             net = build_network(MODEL, backend, spatial_dims=dims, in_channels=1, out_channels=3)
-            peak = training_step_peak_bytes(net, config["batch_size"], config["patch_size"], device,
+            peak = training_step_peak_bytes(net, config["crops_per_step"], config["patch_size"], device,
                                             tmp_path / f"trace{dims}d.json")
-            peaks[f"{dims}d {config['batch_size']} x {config['patch_size']}"] = peak / budget
+            peaks[f"{dims}d {config['crops_per_step']} x {config['patch_size']}"] = peak / budget
         return peaks
 
     peaks = planned_peaks()
@@ -178,7 +179,7 @@ def test_plan_of_mixed_scanners(tmp_path):
     description = describe_dataset(str(root))
     fingerprint = dataset_fingerprint(description)
     assert [c["spacing"] for c in fingerprint["cases"]][1:3] == [pytest.approx([0.75, 0.75, 2.0])] * 2
-    plan = plan_dataset(description, fingerprint, MODEL, Budget(1.0))
+    plan = plan_dataset(description, fingerprint, MODEL, Budget(1.0), CROPS_PER_VOLUME)
     assert plan["slicing_axis"] == "S" and plan["orientation"] == "RAS"
     assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # the median per axis
     assert plan["configurations"]["2d"]["spacing"] == pytest.approx([0.75, 0.75, 0.0])
@@ -190,7 +191,7 @@ def test_plan_of_mixed_scanners(tmp_path):
 def test_sagittal_thick_slices_slice_along_r(tmp_path):
     root = write_phantom_dataset(tmp_path / "Sagittal", [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")])
     description = describe_dataset(str(root))
-    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), CROPS_PER_VOLUME)
     assert plan["slicing_axis"] == "R" and plan["orientation"] == "ASR"
     assert plan["target_spacing"] == pytest.approx([0.75, 0.75, 2.0])  # in A, S, R order
 
@@ -204,7 +205,7 @@ def test_every_case_loads_on_the_grid_its_plan_describes(tmp_path):
     sagittal = [((2.0, 0.75, 0.75), "LPS")] * 2 + [((2.0, 0.8, 0.8), "RAS")]
     for name, grids in (("Mixed", MIXED_GRIDS), ("Sagittal", sagittal)):
         description = describe_dataset(str(write_phantom_dataset(tmp_path / name, grids)))
-        plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
+        plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), CROPS_PER_VOLUME)
         orientation = plan["orientation"]
         for dims in ("3d", "2d"):
             target = plan["configurations"][dims]["spacing"]
@@ -230,7 +231,7 @@ def test_predictions_return_to_each_stored_geometry(tmp_path):
     in RAS and back, each prediction lies on its image's own grid and matches its label."""
     root = write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS)
     description = describe_dataset(str(root))
-    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), CROPS_PER_VOLUME)
     geometry = {"orientation": plan["orientation"], "spacing": plan["configurations"]["3d"]["spacing"]}
 
     class Oracle(PredictionWriter):
@@ -270,12 +271,15 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     assert data["patch_size"] == planned["patch_size"] and data["spacing"] == planned["spacing"]
     assert data["plan"]["configurations"] == plan["configurations"] and "fingerprint" not in data["plan"]
     # the run folder's config.yaml is the configuration that trained, resolved: the plan's patch,
-    # batch (volumes: the plan's crops over samples_per_volume) and spacing; the composed one is left alone
+    # batch (volumes, as data.batch_size counts them: the crops the budget fits over
+    # samples_per_volume) and spacing; the composed one is left alone
     written = (tmp_path / "planned" / "config.yaml").read_text()
     assert "${" not in written  # resolved: no interpolation left to resolve differently later
     trained = OmegaConf.create(written)
     assert trained.data.patch_size == trained.data.roi_size == planned["patch_size"]
-    assert trained.data.batch_size == math.ceil(planned["batch_size"] / trained.data.samples_per_volume)
+    assert planned["samples_per_volume"] == trained.data.samples_per_volume
+    assert trained.data.batch_size == planned["batch_size"] == math.ceil(
+        planned["crops_per_step"] / planned["samples_per_volume"])
     assert trained.data.spacing == planned["spacing"] and trained.data.batch_size == data["batch_size"]
     assert composed.data.patch_size is None and composed.data.batch_size is None and composed.data.spacing is None
 
@@ -288,6 +292,18 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     train(compose_config([*common, "data.patch_size=[16,16]", "data.resample=false"], output_dir=tmp_path / "own"))
     data = load_checkpoint(tmp_path / "own" / "checkpoints" / "last.ckpt", backend="cpp").data
     assert data["patch_size"] == [16, 16] and data["spacing"] is None  # the user's values win
+
+
+def test_planning_draws_no_random_numbers_from_the_runs_stream(tmp_path):
+    """The network that trains is initialized from the seeded stream after planning: what
+    planning counted (how many networks, which) must not change it."""
+    description = describe_dataset(str(write_phantom_dataset(tmp_path / "Phantom", MIXED_GRIDS[:3])))
+    fingerprint = dataset_fingerprint(description)
+    torch.manual_seed(0)
+    expected = torch.rand(4)
+    torch.manual_seed(0)
+    plan_dataset(description, fingerprint, MODEL, Budget(1.0, step_gflops=1.0), CROPS_PER_VOLUME)
+    assert torch.equal(torch.rand(4), expected)
 
 
 def test_plan_script_writes_a_plan_and_nothing_else_and_verify_lists_broken_cases(tmp_path):
@@ -346,7 +362,7 @@ def test_images_that_are_not_volumes_are_one_clear_error(tmp_path):
     description = describe_dataset(str(root))
     flat_case = r"case phantom_001: .*phantom_001.nii.gz: a 2D image; a 3D volume is expected"
     with pytest.raises(DatasetError, match=flat_case):
-        plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
+        plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), CROPS_PER_VOLUME)
 
 
 def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
@@ -361,7 +377,7 @@ def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
     path.write_text(json.dumps({"orientation": "RAS", "normalization": [{"scheme": "zscore"}]}))
     with pytest.raises(ConfigError, match=r"is not a segnet plan \(it lacks configurations, configurations.2d, "):
         read_plan(path, description)
-    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0))
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), CROPS_PER_VOLUME)
     path.write_text(json.dumps({**plan, "normalization": plan["normalization"] * 2}))
     with pytest.raises(ConfigError, match="plans 2 channel"):
         read_plan(path, description)
@@ -378,8 +394,9 @@ def test_the_recipe_ablation_scales_the_plans_patch_and_batch():
     assert scaled_patch([16, 16], 0.1, [16, 4]) == [16, 4]  # never below one stride
     with pytest.raises(ConfigError, match="data.patch_scale=1.5"):
         scaled_patch([96], 1.5, [8])
-    plan = {"configurations": {"2d": {"patch_size": [96, 80], "batch_size": 16, "spacing": [1.0, 1.0, 0.0]}},
-            "orientation": "RAS", "normalization": []}
+    planned = {"patch_size": [96, 80], "batch_size": 8, "samples_per_volume": 2, "crops_per_step": 16,
+               "spacing": [1.0, 1.0, 0.0]}
+    plan = {"configurations": {"2d": planned}, "orientation": "RAS", "normalization": []}
     model = OmegaConf.create({"channels": [8, 16, 32, 64], "strides": [2, 2, 2]})
     fields = {"spatial_dims": 2, "patch_size": None, "batch_size": None, "samples_per_volume": 2, "resample": True,
               "normalization": None, "plan": None}
