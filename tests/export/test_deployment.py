@@ -163,19 +163,34 @@ def trained(tmp_path_factory):
     return root, run / "checkpoints" / "last.ckpt"
 
 
+@pytest.fixture(scope="module")
+def aoti_package(trained, tmp_path_factory):
+    """segnet-export's package of the checkpoint (AOTInductor, its default format): compiled once,
+    for the two tests below that run it."""
+    _, checkpoint = trained
+    package = tmp_path_factory.mktemp("export") / "model.pt2"
+    done = run_command("segnet-export", f"ckpt_path={checkpoint}", f"output={package}", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return package
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("export_format", ["exported_program", "aoti"])
-def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp_path, export_format):
+def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp_path, export_format, request):
     _, checkpoint = trained
     model = load_checkpoint(checkpoint, backend="cpp")
-    package = tmp_path / "model.pt2"
-    metadata = export_model(model, package, export_format)
+    if export_format == "aoti":
+        package = request.getfixturevalue("aoti_package")
+    else:
+        package = tmp_path / "model.pt2"
+        export_model(model, package, export_format)
+    metadata = json.loads(package.with_suffix(".json").read_text())
+    assert metadata["format"] == export_format and metadata["device"] == "cpu"
     assert metadata["edge_op_nodes"] == len(model.net.edge_layers()) == 2  # the op is one node per layer
-    assert json.loads(package.with_suffix(".json").read_text())["data"]["class_names"] == ["background", "core",
-                                                                                           "shell"]
+    assert metadata["data"]["class_names"] == ["background", "core", "shell"]
     torch.manual_seed(0)
     rows, columns = stride = model.net.downsampling  # per axis
-    declared = json.loads(package.with_suffix(".json").read_text())["input"]
+    declared = metadata["input"]
     assert declared["multiple_of"] == list(stride) and declared["min_side"] == [2 * s for s in stride]  # the padding
     # sizes that are odd multiples of the stride: an export for a coarser multiple would refuse them
     inputs = [torch.randn(2, 1, 3 * rows, 5 * columns), torch.randn(1, 1, 20 * rows, 7 * columns)]
@@ -196,16 +211,15 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
 
 
 @pytest.mark.slow
-def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, tmp_path):
+def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, aoti_package, tmp_path):
     root, checkpoint = trained
 
     def command(name, *args):
         done = run_command(name, *args, f"hydra.run.dir={tmp_path}/h", timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
 
-    command("segnet-export", f"ckpt_path={checkpoint}", f"output={tmp_path / 'model.pt2'}")
     images = root / "imagesTr"
-    command("segnet-predict", f"model={tmp_path / 'model.pt2'}", f"input={images}", f"output={tmp_path / 'exported'}",
+    command("segnet-predict", f"model={aoti_package}", f"input={images}", f"output={tmp_path / 'exported'}",
             "device=cpu")
     command("segnet-predict", f"ckpt_path={checkpoint}", f"input={images}", f"output={tmp_path / 'checkpoint'}",
             "device=cpu")
