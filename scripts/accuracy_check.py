@@ -32,8 +32,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import importlib.metadata
 import json
 import math
+import os
+import platform
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -161,6 +164,28 @@ def commit() -> str:
     return (done.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
+def environment() -> dict[str, Any]:
+    """Where the runs trained: the same code trains other weights on another processor or with
+    other library versions (their kernels round differently), so a record says where it was made."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), None) if Path("/proc/cpuinfo").is_file() else None
+    packages = {name: importlib.metadata.version(name) for name in ("torch", "numpy", "scipy", "monai", "lightning")}
+    return {"python": platform.python_version(), **packages, "cpu": cpu or platform.processor() or "unknown",
+            "cores": os.cpu_count()}
+
+
+def environment_note(record: dict[str, Any], now: dict[str, Any]) -> str:
+    """A line under the table where the record was made elsewhere (or does not say where)."""
+    if "environment" not in record:
+        return "The record does not say where it was made: a difference may come from the machine or the libraries.\n"
+    other = {key: (record["environment"].get(key), value) for key, value in now.items()
+             if record["environment"].get(key) != value}
+    if not other:
+        return ""
+    said = ", ".join(f"{key} {was} there, {value} here" for key, (was, value) in other.items())
+    return f"The record was made elsewhere ({said}): a difference may come from there, not from the code.\n"
+
+
 def _refuse(message: str) -> int:
     print(f"accuracy_check: {message}", file=sys.stderr)
     return 2
@@ -191,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                 now += rows
                 step_times.append(step)
         steps[check.kind] = sorted(step_times)[len(step_times) // 2]
-    this_run = {"date": datetime.date.today().isoformat(), "commit": commit(), "checks": checks, "datasets": hashes,
-                "step_seconds": steps, "scores": now}
+    this_run = {"date": datetime.date.today().isoformat(), "commit": commit(), "environment": environment(),
+                "checks": checks, "datasets": hashes, "step_seconds": steps, "scores": now}
     table = [row for check in CHECKS for row in compare_with_record(now, (record or this_run)["scores"], check.kind)]
-    text = markdown(table, record or this_run, steps)
+    text = markdown(table, record or this_run, steps) + environment_note(record or this_run, this_run["environment"])
     print(text)
     out.mkdir(parents=True, exist_ok=True)
     (out / "accuracy.md").write_text(text)

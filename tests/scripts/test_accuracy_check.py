@@ -83,3 +83,12 @@ def test_a_rerun_reproduces_the_record_and_a_planted_better_record_makes_it_wors
     assert accuracy_check.main(["--out", str(out), "--record", str(record)]) == 2
     record.write_text(json.dumps({**written, "checks": []}))
     assert accuracy_check.main(["--out", str(out), "--record", str(record)]) == 2
+
+
+def test_a_record_made_elsewhere_is_named_under_the_table():
+    here = accuracy_check.environment()
+    assert {"python", "torch", "numpy", "cpu", "cores"} <= set(here)
+    assert accuracy_check.environment_note({"environment": dict(here)}, here) == ""  # the same place: nothing to say
+    note = accuracy_check.environment_note({"environment": {**here, "torch": "2.0.0", "cpu": "elsewhere"}}, here)
+    assert f"torch 2.0.0 there, {here['torch']} here" in note and "cpu elsewhere there" in note
+    assert "does not say where it was made" in accuracy_check.environment_note({}, here)
