@@ -92,30 +92,25 @@ def total_logits(outputs: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
 def step_flops_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """The floating-point operations of a training step (forward and backward) per voxel of its
     input, counted by torch's FlopCounterMode (convolutions and matrix products: the bulk)."""
-    with torch.random.fork_rng(devices=[]):  # see saved_bytes_per_voxel
-        net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
-        with FlopCounterMode(display=False) as counter:
-            total_logits(net(x)).backward()
+    net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
+    with FlopCounterMode(display=False) as counter:
+        total_logits(net(x)).backward()
     return counter.get_total_flops() / x[0, 0].numel()
 
 
 def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
-    # The counting network's initialization (and any dropout) draws on a forked generator: the
-    # run's seeded stream, which initializes the network that trains next, owes nothing to what
-    # planning counted.
-    with torch.random.fork_rng(devices=[]):
-        net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
-        weights = {p.data_ptr() for p in net.parameters()}
-        seen: dict[int, int] = {}
+    net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
+    weights = {p.data_ptr() for p in net.parameters()}
+    seen: dict[int, int] = {}
 
-        def count(t: torch.Tensor) -> torch.Tensor:
-            if t.data_ptr() not in weights:
-                seen[t.data_ptr()] = max(seen.get(t.data_ptr(), 0), t.numel() * t.element_size())
-            return t
+    def count(t: torch.Tensor) -> torch.Tensor:
+        if t.data_ptr() not in weights:
+            seen[t.data_ptr()] = max(seen.get(t.data_ptr(), 0), t.numel() * t.element_size())
+        return t
 
-        with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
-            total_logits(net(x.requires_grad_()))
+    with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+        total_logits(net(x.requires_grad_()))
     return sum(seen.values()) / x[0, 0].numel()
 
 
@@ -236,12 +231,16 @@ def plan_dataset(
     median_shape = np.median(resampled, axis=0)
     dataset = Dataset(description.in_channels, description.num_classes, float(resampled.prod(axis=1).sum()))
     configurations = {}
-    for dims in (2, 3):
-        configurations[f"{dims}d"] = {
-            # 2D: in plane only; 0 keeps each case's own spacing along the slicing axis
-            "spacing": [_mm(s) for s in spacing[:2]] + ([_mm(spacing[2])] if dims == 3 else [0.0]),
-            **planned_configuration(model, median_shape[:dims], spacing[:dims], budget, dataset, samples_per_volume),
-        }
+    # The networks built to count bytes and FLOPs draw on a forked generator: the run's seeded
+    # stream, which initializes the network that trains next, owes nothing to what planning counted.
+    with torch.random.fork_rng(devices=[]):
+        for dims in (2, 3):
+            configurations[f"{dims}d"] = {
+                # 2D: in plane only; 0 keeps each case's own spacing along the slicing axis
+                "spacing": [_mm(s) for s in spacing[:2]] + ([_mm(spacing[2])] if dims == 3 else [0.0]),
+                **planned_configuration(model, median_shape[:dims], spacing[:dims], budget, dataset,
+                                        samples_per_volume),
+            }
     return {
         "dataset": str(description.root),
         "orientation": orientation(axis),
