@@ -3,7 +3,8 @@
 Decathlon: "modality" and "labels" ({"0": "background", ...}), "training" as image/label pairs,
 optional "validation" and "test" lists. nnU-Net v2: "channel_names", "labels"
 ({"background": 0, ...}), "file_ending"; cases are imagesTr/{case}_0000{ending} (one file per
-channel) with labelsTr/{case}{ending}.
+channel, or one natural image holding them all: an RGB PNG is three) with labelsTr/{case}{ending}.
+The formats are segnet.data.image_files'.
 A label named "ignore" (nnU-Net's convention; the highest value) marks voxels whose class is
 unknown: it is not a class the network predicts, and the loss and every metric leave it out.
 """
@@ -16,9 +17,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from segnet.data.image_files import IMAGE_ENDINGS, NATURAL_ENDINGS, image_ending
 from segnet.errors import DatasetError
-
-IMAGE_ENDINGS = (".nii.gz", ".nii", ".nrrd", ".mha")
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def _resolve(root: Path, entry: str, json_path: Path) -> str:
 
 def image_stem(file_name: str | Path) -> str | None:
     """The name of an image file without its ending, or None for a file that is not an image."""
-    name = Path(file_name).name
-    return next((name[: -len(e)] for e in IMAGE_ENDINGS if name.endswith(e)), None)
+    found = image_ending(file_name)
+    return Path(file_name).name[: -len(found)] if found else None
 
 
 def _case_name(file_name: str) -> str:
@@ -142,6 +142,8 @@ def _nnunet_cases(root: Path, folder: str, ending: str, channels: int, labelled:
         name = first.name[: -len(f"_0000{ending}")]
         images = tuple(str(image_dir / f"{name}_{c:04d}{ending}") for c in range(channels))
         missing = [p for p in images if not Path(p).exists()]
+        if ending in NATURAL_ENDINGS and len(missing) == channels - 1:
+            images, missing = images[:1], []  # one file holding every channel (its header is checked)
         if missing:
             files = ", ".join(Path(p).name for p in missing)
             raise DatasetError(f"{image_dir}: case {name} lacks channel file(s) {files}")
@@ -172,6 +174,9 @@ def describe_dataset(root: str) -> DatasetDescription:
         raise _fail(json_path, 'has no "labels" entry (class names by label value)')
     if "channel_names" in spec:  # nnU-Net v2
         ending = spec.get("file_ending", ".nii.gz")
+        if ending not in IMAGE_ENDINGS:
+            raise _fail(json_path, f'"file_ending" {ending!r} is not a format segnet reads '
+                                   f'({", ".join(IMAGE_ENDINGS)}): convert the images, e.g. to NIfTI with SimpleITK')
         channels = tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
         class_names, ignore_label = _split_ignore(_class_names_nnunet(spec["labels"], json_path))
         training = _nnunet_cases(folder, "imagesTr", ending, len(channels), labelled=True)

@@ -6,7 +6,9 @@ an empty file, a folder or a stray non-image can sit among the inputs, and a fil
 than its header promises. Each is found here from the header (and the file's size, or what a
 gzip stream can hold) and named in one line with the file; the data itself is read afterwards
 by the loader, whose failures (a gzip stream that ends early, a corrupt one) are named in one
-line too (`read_problem`, `loading`). Formats other than NIfTI are left to their readers.
+line too (`read_problem`, `loading`). A natural image's header (segnet.data.image_files) is
+checked for what segnet cannot read in it (alpha, palettes), for its channels, and, for a label,
+for being 8-bit grey.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
+from segnet.data.image_files import UnreadableFormat, is_natural, sidecar_spacing, stored
+
 MAX_VOXELS = 2**30  # data.max_voxels: a 1024^3 volume, 4 GiB in float32; raise it for larger real scans
 NIFTI = (".nii", ".nii.gz")
 MAX_DEFLATE_RATIO = 1032  # deflate's limit: a 258-byte match at distance 1 coded in 2 bits
@@ -24,9 +28,11 @@ MAX_DEFLATE_RATIO = 1032  # deflate's limit: a 258-byte match at distance 1 code
 BGZF_END = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
 
-def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int | None = None) -> str | None:
+def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int | None = None,
+                   label: bool = False) -> str | None:
     """What is wrong with the scan at `path` as its header says (None: nothing found); `channels`,
-    where one file holds a case's channels, is the size a fourth axis may have."""
+    where one file holds a case's channels, is the size a fourth axis may have; `label`: the file
+    is a label map."""
     path = Path(path)
     if path.is_dir():
         return f"{path}: a folder, not an image file"
@@ -34,6 +40,8 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
         return f"{path}: no such file"
     if path.stat().st_size == 0:
         return f"{path}: an empty file"
+    if is_natural(path):
+        return natural_problem(path, max_voxels, channels, label)
     if not path.name.endswith(NIFTI):
         return None
     try:
@@ -60,6 +68,34 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
         return f"{path}: voxel spacing {tuple(spacing.tolist())}; every spacing must be a positive number of mm"
     if not np.isfinite(affine).all() or abs(np.linalg.det(affine[:3, :3])) < 1e-12:
         return f"{path}: its affine is singular or not finite; the scan's geometry cannot be trusted"
+    return None
+
+
+def natural_problem(path: Path, max_voxels: int, channels: int | None, label: bool) -> str | None:
+    """What is wrong with a natural image as its header says: a pixel kind segnet does not read,
+    too many pixels, channels other than the case needs, or a label that is not 8-bit grey."""
+    try:
+        header = stored(path)
+        sidecar_spacing(path, len(header.size))
+    except UnreadableFormat as error:
+        return f"{path}: {error}"
+    except Exception as error:  # any way a file can be broken
+        return f"{path}: not a readable image ({type(error).__name__}: {str(error).splitlines()[0][:160]})"
+    pixels = math.prod(header.size)
+    if pixels > max_voxels:
+        return (f"{path}: {pixels:,} pixels {header.size}, more than data.max_voxels={max_voxels:,}; raise "
+                "data.max_voxels if the image is really that large")
+    if label and header.channels != 1:
+        return (f"{path}: a label with {header.channels} channels ({header.kind}); labels are 8-bit grey "
+                "images holding the class values 0..K-1, not colours")
+    if label and header.integer_bits not in (1, 8):
+        kind = f"a {header.integer_bits}-bit" if header.integer_bits else "a floating-point"
+        return (f"{path}: {kind} label ({header.kind}); labels are 8-bit grey images holding the class "
+                "values 0..K-1: save it as 8-bit")
+    expected = 1 if label else channels or 1
+    if header.channels != expected:
+        return (f"{path}: holds {header.channels} channel(s) ({header.kind}) but the case needs {expected} "
+                "from it: dataset.json's channel_names count the channels of a case's files together")
     return None
 
 

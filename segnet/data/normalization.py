@@ -6,6 +6,7 @@
   labels, not the air around the body).
 - "noNorm": left as stored.
 - "rescale_to_0_1": each volume scaled to [0, 1] by its minimum and maximum.
+- "rgb_to_0_1": 8-bit colour values divided by 255 (every photograph on one scale).
 - anything else (MRI, T1, T2, FLAIR, ...): z-scored per volume, since MRI intensities have no
   absolute scale; over its non-zero voxels only where the dataset is masked (its cases' non-zero
   bounding boxes have a median share of the volume under MASKED_BELOW: skull-stripped brains),
@@ -35,7 +36,7 @@ def scheme_of(channel_name: str) -> str:
     name = channel_name.strip()
     if name.lower() == "ct":
         return "ct"
-    if name in ("noNorm", "rescale_to_0_1"):
+    if name in ("noNorm", "rescale_to_0_1", "rgb_to_0_1"):
         return name
     return "zscore"
 
@@ -90,6 +91,8 @@ def normalize(channel: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
         return NormalizeIntensity(subtrahend=entry["mean"], divisor=max(entry["std"], 1e-8))(clipped)[0]
     if scheme == "rescale_to_0_1":
         return ScaleIntensity(minv=0.0, maxv=1.0)(image)[0]
+    if scheme == "rgb_to_0_1":
+        return channel / 255.0
     if scheme == "noNorm":
         return channel
     return NormalizeIntensity(nonzero=entry["nonzero"])(image)[0]

@@ -23,6 +23,7 @@ from monai import transforms as T
 
 from segnet.data.dataset_json import Case
 from segnet.data.headers import read_problem
+from segnet.data.image_files import NaturalImageReader, image_loader
 from segnet.data.normalization import NormalizeChannelsd
 from segnet.data.samples import MAP_INTERPOLATION
 from segnet.errors import DatasetError
@@ -60,7 +61,7 @@ def unreadable(path: str) -> str | None:
     """Why the file at `path` cannot be read whole, in one line; None when it can. (Its header
     was checked before: segnet.data.headers.)"""
     try:
-        T.LoadImage(image_only=True)(path)
+        image_loader()(path)
     except Exception as error:
         return read_problem(path, error)
     return None
@@ -72,7 +73,7 @@ def load_transforms(
 ) -> list:
     keys = list(KEYS) if with_label else ["image"]
     steps = [
-        T.LoadImaged(keys=keys, image_only=True),  # geometry travels in each MetaTensor
+        T.LoadImaged(keys=keys, image_only=True, reader=NaturalImageReader()),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
         T.Orientationd(keys=keys, axcodes=orientation, labels=None),
         # by modality (segnet.data.normalization), on the stored voxels as nnU-Net does, before

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nibabel as nib
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.data.dataset_json import Case, DatasetDescription, image_stem
 from segnet.data.headers import read_problem
+from segnet.data.image_files import read_label
 from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
@@ -84,14 +84,13 @@ def reported_metrics(results_metrics: list[dict[str, dict[str, Any]]]) -> tuple[
 
 def read_reference(label_file: str, shape: tuple[int, ...]) -> tuple[np.ndarray, list[float]]:
     """A case's label map (int64) and its voxel spacing, checked to lie on its image's grid."""
-    label_image = nib.load(label_file)
     try:
-        reference = np.asarray(label_image.dataobj).astype(np.int64)
+        reference, spacing = read_label(label_file)
     except Exception as error:  # a gzip stream that ends early, a corrupt one
         raise DatasetError(read_problem(label_file, error)) from None
     if reference.shape != tuple(shape):
         raise ConfigError(f"{label_file} has shape {reference.shape} but its image {tuple(shape)}")
-    return reference, [float(s) for s in label_image.header.get_zooms()[: reference.ndim]]
+    return reference, spacing
 
 
 def score_case(
@@ -119,7 +118,8 @@ def score_case(
 
 
 class Evaluator(PredictionWriter):
-    """Predictions (predictions/<case>.nii.gz in output_dir) scored against each case's label."""
+    """Predictions (predictions/<case> in output_dir, in the images' format) scored against each case's
+    label."""
 
     def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
                  nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE, topology: list[int] = ()):
@@ -186,5 +186,5 @@ def write_reports(summary: dict[str, Any], output_dir: Path) -> None:
         writer.writerow(["case", "class", "name", *names])
         for case in summary["metric_per_case"]:
             for c, m in (case["metrics"] or {}).items():
-                name = Path(case["prediction_file"]).name.removesuffix(".nii.gz")
+                name = image_stem(case["prediction_file"])
                 writer.writerow([name, c, m["name"], *(m.get(k, math.nan) for k in names)])

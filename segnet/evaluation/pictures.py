@@ -9,11 +9,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import nibabel as nib
 import numpy as np
 from matplotlib.figure import Figure  # drawn without pyplot: no backend chosen for the process
 from scipy import ndimage
 
+from segnet.data.dataset_json import image_stem
+from segnet.data.image_files import is_natural, read_array
 from segnet.files import atomic_path
 
 RANKS = ("worst", "median", "best")
@@ -39,24 +40,27 @@ def centre_slice(label: np.ndarray, prediction: np.ndarray, value: int) -> int:
     return label.shape[-1] // 2
 
 
-def _plane(array: np.ndarray, index: int) -> np.ndarray:
+def _plane(array: np.ndarray, index: int, natural: bool) -> np.ndarray:
     plane = array[..., index] if array.ndim == 3 else array
-    return plane.T  # rows up the second axis, as viewers show an axial slice
+    # A scan's rows up the second axis, as viewers show an axial slice; a photograph as stored.
+    return plane if natural else plane.T
 
 
 def draw_case(axis, case: dict[str, Any], label: str, rank: str) -> None:
     value = int(label)
-    image = np.asarray(nib.load(case["image"] if isinstance(case["image"], str) else case["image"][0]).dataobj)
-    reference = np.asarray(nib.load(case["reference_file"]).dataobj)
-    prediction = np.asarray(nib.load(case["prediction_file"]).dataobj)
+    first_image = case["image"] if isinstance(case["image"], str) else case["image"][0]
+    natural = is_natural(first_image)
+    image = read_array(first_image)
+    reference = read_array(case["reference_file"])
+    prediction = read_array(case["prediction_file"])
     image = image[..., 0] if image.ndim == 4 else image
     index = centre_slice(reference, prediction, value)
-    axis.imshow(_plane(image, index), cmap="gray", origin="lower")
+    axis.imshow(_plane(image, index, natural), cmap="gray", origin="upper" if natural else "lower")
     for mask, colour in ((reference == value, "lime"), (prediction == value, "red")):
-        plane = _plane(mask, index).astype(float)
+        plane = _plane(mask, index, natural).astype(float)
         if plane.any():
             axis.contour(plane, levels=[0.5], colors=colour, linewidths=0.8)
-    name = Path(case["prediction_file"]).name.removesuffix(".nii.gz")
+    name = image_stem(case["prediction_file"])
     axis.set_title(f"{rank}: {name}\nDice {case['metrics'][label]['Dice']:.3f}, slice {index}", fontsize=8)
     axis.set_axis_off()
 

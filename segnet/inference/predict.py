@@ -49,7 +49,8 @@ def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str =
     """Every input scan's (and label's) header, before anything is read or written: one line per
     bad file."""
     problems = [problem for case in cases for path in case.files
-                if (problem := header_problem(path, max_voxels, channels if case.images == (path,) else None))]
+                if (problem := header_problem(path, max_voxels, channels if case.images == (path,) else None,
+                                              label=path == case.label))]
     if problems:
         raise DatasetError(f"{len(problems)} input scan(s) cannot be {task}, nothing was written:\n"
                            + "\n".join(problems))

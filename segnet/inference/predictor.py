@@ -5,7 +5,8 @@ test-time augmentation over the model's own spatial axes, under the autocast the
 with. Each image is loaded as in training (the plan stored in the checkpoint: orientation,
 spacing, normalization), predicted whole, and
 mapped back to its own voxel grid and affine by inverting the loading transforms: the label map
-(uint8 NIfTI with the image's affine) and, on request, the class probabilities (.npz).
+(uint8, in the image's format: a NIfTI with the image's affine, a PNG of the image's size; see
+segnet.data.image_files) and, on request, the class probabilities (.npz).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
 import torch
 from monai.data import MetaTensor
 from monai.transforms import Invertd
 
-from segnet.data.dataset_json import IMAGE_ENDINGS, Case, image_stem
+from segnet.data.dataset_json import Case, image_stem
+from segnet.data.image_files import IMAGE_ENDINGS, file_channels, label_ending, read_stamp, write_label
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
@@ -35,8 +36,8 @@ CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
 
 def find_cases(source: Path, in_channels: int) -> list[Case]:
     """The images under `source` (a folder, or one file), grouped into cases: nnU-Net's channel
-    naming `{case}_0000.nii.gz`, `{case}_0001.nii.gz`, ... or, for one-channel models, any image
-    files, one case each."""
+    naming `{case}_0000.nii.gz`, `{case}_0001.nii.gz`, ... (a file holding several channels, an RGB
+    PNG say, counts them all) or, for one-channel models, any image files, one case each."""
     if not source.exists():
         raise ConfigError(f"input={source} does not exist; point it at a folder of images or one image file")
     files = [source] if source.is_file() else sorted(source.iterdir())
@@ -57,12 +58,15 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
         channels.setdefault(name, {})[channel] = path
     cases = []
     for name, found in sorted(channels.items()):
-        if sorted(found) != list(range(in_channels)):
+        files = [found[c] for c in range(len(found)) if c in found]
+        held = sum(file_channels(path) for path in files)
+        if len(files) != len(found) or held != in_channels:
             raise DatasetError(
-                f"case {name} in {source} has channel file(s) {sorted(found)} but the model takes {in_channels} "
-                f"channel(s): name them {name}_0000 .. {name}_{in_channels - 1:04d}"
+                f"case {name} in {source} has channel file(s) {sorted(found)} holding {held} channel(s) but the "
+                f"model takes {in_channels}: name them {name}_0000 .. {name}_{in_channels - 1:04d}, or give "
+                "one file holding them all"
             )
-        cases.append(Case(name, tuple(str(found[c]) for c in range(in_channels)), None))
+        cases.append(Case(name, tuple(str(path) for path in files), None))
     return cases
 
 
@@ -110,27 +114,6 @@ class Predictor:
         return total / len(self.models)
 
 
-def label_image_like(label_map: np.ndarray, image: nib.Nifti1Image, description: str = "") -> nib.Nifti1Image:
-    """A uint8 NIfTI on the image's grid: same affine, qform and sform codes, no intensity scaling;
-    `description` in its header (segnet-predict's: the model that made it)."""
-    out = nib.Nifti1Image(label_map.astype(np.uint8), image.affine)
-    out.header["descrip"] = description
-    qform, qcode = image.get_qform(coded=True)
-    sform, scode = image.get_sform(coded=True)
-    out.set_qform(qform if qform is not None else image.affine, int(qcode) if qform is not None else 1)
-    out.set_sform(sform if sform is not None else image.affine, int(scode) if sform is not None else 1)
-    out.header.set_xyzt_units(*image.header.get_xyzt_units())
-    return out
-
-
-def header_description(path: Path) -> str | None:
-    """The description in a NIfTI file's header; None where the file cannot be read."""
-    try:
-        return nib.load(path).header["descrip"].item().decode()
-    except Exception:  # any way a file can be broken
-        return None
-
-
 @dataclass
 class Prediction:
     case: Case
@@ -169,17 +152,16 @@ class PredictionWriter:
         restored = np.asarray(self.restore(loaded)["prob"], np.float32)
         unprocessed = restored.argmax(0).astype(np.uint8)
         label_map = self.rules.apply(unprocessed)
-        first_image = nib.load(case.images[0])
         if self.save_probabilities:
             with atomic_path(self.probabilities_path(case)) as temporary:
                 np.savez_compressed(temporary, probabilities=restored, class_names=np.array(self.predictor.class_names))
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
-            nib.save(label_image_like(label_map, first_image, self.stamp), str(temporary))
+            write_label(label_map, case.images[0], temporary, self.stamp)
         return Prediction(case, label_map, path, unprocessed)
 
     def label_path(self, case: Case) -> Path:
-        return self.output_dir / f"{case.name}.nii.gz"
+        return self.output_dir / f"{case.name}{label_ending(case.images[0])}"
 
     def probabilities_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}.npz"
@@ -189,4 +171,4 @@ class PredictionWriter:
         they are asked for: every file is written whole, the label map last, with the stamp."""
         path = self.label_path(case)
         asked = not self.save_probabilities or self.probabilities_path(case).is_file()
-        return asked and path.is_file() and header_description(path) == self.stamp
+        return asked and path.is_file() and read_stamp(path) == self.stamp

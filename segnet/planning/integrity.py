@@ -12,14 +12,14 @@ is wrong with it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from monai.transforms import LoadImage
 
 from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.data.headers import MAX_VOXELS, header_problem, read_problem
+from segnet.data.image_files import is_natural
 from segnet.errors import DatasetError
 
 AFFINE_TOLERANCE = 1e-3  # mm (origin) and mm per voxel (direction x spacing), as nnU-Net allows
@@ -30,12 +30,13 @@ def _values(array: np.ndarray, limit: int = 8) -> str:
     return shown + (f" and {len(array) - limit} more" if len(array) > limit else "")
 
 
-def read_case(case: Case, load: LoadImage, max_voxels: int = MAX_VOXELS, channels: int = 1) -> dict[str, Any] | str:
+def read_case(case: Case, load: Callable, max_voxels: int = MAX_VOXELS, channels: int = 1) -> dict[str, Any] | str:
     """Every file of a case as the loader reads it, by path, or why one cannot be read (its header
     checked first: nothing is allocated from a header that lies)."""
     loaded = {}
     for path in case.files:
-        problem = header_problem(path, max_voxels, channels if case.images == (path,) else None)
+        problem = header_problem(path, max_voxels, channels if case.images == (path,) else None,
+                                 label=path == case.label)
         if problem:
             return problem
         try:
@@ -45,6 +46,11 @@ def read_case(case: Case, load: LoadImage, max_voxels: int = MAX_VOXELS, channel
     return loaded
 
 
+def spatial_shape(image: Any) -> tuple[int, ...]:
+    """The grid of a loaded file, without the channels a multi-channel file holds."""
+    return tuple(int(n) for n in image.meta["spatial_shape"])
+
+
 def case_problems(
     case: Case, loaded: dict[str, Any], class_names: Sequence[str], ignore_label: int | None = None
 ) -> list[str]:
@@ -52,11 +58,14 @@ def case_problems(
     problems = []
     files = list(loaded)
     first = case.images[0]
-    reference_shape = tuple(loaded[first].shape)
+    reference_shape = spatial_shape(loaded[first])
     reference_affine = np.asarray(loaded[first].affine)
     for path in files[1:]:
-        shape, affine = tuple(loaded[path].shape), np.asarray(loaded[path].affine)
-        if shape != reference_shape:
+        shape, affine = spatial_shape(loaded[path]), np.asarray(loaded[path].affine)
+        if shape != reference_shape and is_natural(path):
+            problems.append(f"{path}: {shape[0]} x {shape[1]} pixels (rows x columns) but {first} has "
+                            f"{reference_shape[0]} x {reference_shape[1]}: a case's files must have one size")
+        elif shape != reference_shape:
             problems.append(f"{path}: shape {shape} differs from {first}'s {reference_shape}")
         elif np.abs(affine - reference_affine).max() > AFFINE_TOLERANCE:
             problems.append(f"{path}: its affine differs from {first}'s (a different grid or orientation)")
@@ -75,7 +84,7 @@ def case_problems(
     return problems
 
 
-def check_case(case: Case, load: LoadImage, description: DatasetDescription,
+def check_case(case: Case, load: Callable, description: DatasetDescription,
                max_voxels: int = MAX_VOXELS) -> tuple[dict[str, Any] | None, list[str]]:
     """One case read and checked: its files as the loader reads them (None if it is broken),
     and what is wrong with it."""

@@ -19,24 +19,25 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from monai.transforms import LoadImage
 from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.data.derived import cache_root, case_stamps, case_unchanged, code_version, dataset_folder, digest
 from segnet.data.headers import MAX_VOXELS
+from segnet.data.image_files import image_loader
 from segnet.files import atomic_path, exclusive, write_json
 from segnet.planning.fingerprint import case_fingerprint, summarize
 from segnet.planning.integrity import check_case, duplicates, raise_problems
 
 log = logging.getLogger(__name__)
-CHECK_CODE = ("segnet.data.dataset_json", "segnet.data.headers", "segnet.planning.integrity",
-              "segnet.planning.fingerprint", "segnet.planning.record")
-CHECK_LIBRARIES = ("monai", "nibabel", "numpy", "itk")
+CHECK_CODE = ("segnet.data.dataset_json", "segnet.data.headers", "segnet.data.image_files",
+              "segnet.planning.integrity", "segnet.planning.fingerprint", "segnet.planning.record")
+CHECK_LIBRARIES = ("monai", "nibabel", "numpy", "PIL", "tifffile")
 RECORD = "fingerprint.json"
 
 
@@ -64,7 +65,7 @@ def is_current(record: dict[str, Any], cases: tuple[Case, ...]) -> bool:
         and not stale_cases(record, cases)
 
 
-def check_and_fingerprint(case: Case, load: LoadImage, description: DatasetDescription, max_voxels: int,
+def check_and_fingerprint(case: Case, load: Callable, description: DatasetDescription, max_voxels: int,
                           folder: Path) -> dict[str, Any]:
     """One case's record: read and checked now, its intensities written beside the record."""
     sources = case_stamps(case)  # before reading, so a change while it is read is seen next time
@@ -81,7 +82,7 @@ def update(folder: Path, record: dict[str, Any], description: DatasetDescription
     cases = description.labelled
     stale = stale_cases(record, cases)
     log.info("fingerprint and integrity check of %d of %d case(s) of %s", len(stale), len(cases), description.root)
-    load = LoadImage(image_only=True)
+    load = image_loader()
     fresh = {case.name: check_and_fingerprint(case, load, description, max_voxels, folder)
              for case in tqdm(stale, desc="checking", unit="case", disable=None)}  # a bar on a terminal only
     per_case = {case.name: fresh.get(case.name) or record["cases"][case.name] for case in cases}

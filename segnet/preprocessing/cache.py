@@ -40,9 +40,9 @@ FORMAT = 1  # bump when what a case's files hold changes: old caches are then ne
 DERIVED_MAPS = ("distance", "skeleton")  # what segnet.preprocessing.maps derives from a label
 FOREGROUND_SAMPLES = 10_000  # voxels kept per class for foreground-aware crops (nnU-Net's)
 # What the arrays are made by: its source and these libraries' versions are in the cache's key.
-LOADING_CODE = ("segnet.data.transforms", "segnet.data.normalization", "segnet.preprocessing.preprocess",
-                "segnet.preprocessing.cache")
-LOADING_LIBRARIES = ("monai", "nibabel", "numpy", "torch", "itk")
+LOADING_CODE = ("segnet.data.transforms", "segnet.data.image_files", "segnet.data.normalization",
+                "segnet.preprocessing.preprocess", "segnet.preprocessing.cache")
+LOADING_LIBRARIES = ("monai", "nibabel", "numpy", "torch", "PIL", "tifffile")
 
 
 def loading_plan(orientation: str, spacing: Sequence[float] | None, normalization: Sequence[dict] | None) -> dict:

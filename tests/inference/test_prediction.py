@@ -18,10 +18,11 @@ import torch
 
 from helpers.commands import installed_command, run_command
 from helpers.training import compose_config, train_tiny_task
+from segnet.data.image_files import read_stamp
 from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
 from segnet.generated.phantom import save_nifti
 from segnet.inference.predict import predict
-from segnet.inference.predictor import find_cases, header_description
+from segnet.inference.predictor import find_cases
 from segnet.inference.provenance import RECORD, claim, create_json, read_record
 
 
@@ -35,7 +36,7 @@ def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
     assert [c.name for c in find_cases(tmp_path / "two" / "b_0000.nii.gz", 2)] == ["b"]  # one file: its case
     save_nifti(tmp_path / "plain" / "scan.nii.gz", image)
     assert [c.name for c in find_cases(tmp_path / "plain", 1)] == ["scan"]
-    with pytest.raises(DatasetError, match=r"case scan in .* has channel file\(s\) \[0\] but the model takes 2"):
+    with pytest.raises(DatasetError, match=r"case scan .* \[0\] holding 1 channel\(s\) but the model takes 2"):
         find_cases(tmp_path / "plain", 2)
     with pytest.raises(ConfigError, match="does not exist"):
         find_cases(tmp_path / "nowhere", 1)
@@ -188,7 +189,7 @@ def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog)
         return [prediction.case.name for prediction in predict(cfg)]
 
     def stamps():
-        return {path.name: header_description(path).removeprefix("segnet-predict model ")
+        return {path.name: read_stamp(path).removeprefix("segnet-predict model ")
                 for path in sorted(out.glob("*.nii.gz"))}
 
     assert predict_with(first) == ["scan0", "scan1"]
