@@ -243,22 +243,23 @@ def segnet_run(dataset: Path, output: Path, dims: int, fold: int, seed: int, bud
 
 def scores(predictions: Path, dataset: Path, cases: list[str], tool: str, fold: int) -> list[dict[str, Any]]:
     """Rows of segnet's statistics (variant, fold, seed, case, class, metric, value) for one tool."""
-    import nibabel as nib
-    import numpy as np
-
     from segnet.data.dataset_json import describe_dataset
+    from segnet.data.image_files import label_ending, read_label
     from segnet.evaluation.evaluator import score_case
 
     description = describe_dataset(str(dataset))
-    labels = {case.name: case.label for case in description.labelled}
+    labelled = {case.name: case for case in description.labelled}
     rows = []
     for case in cases:
-        file = predictions / f"{case}.nii.gz"
-        if not file.is_file():
-            raise SystemExit(f"{tool} wrote no prediction for validation case {case} ({file})")
-        prediction = np.asarray(nib.load(str(file)).dataobj).astype(np.int64)
-        for c, metrics in score_case(prediction, labels[case], list(description.class_names),
-                                     ignore_label=description.ignore_label).items():
+        # segnet writes a label map as its image's format does; nnU-Net in the dataset's file ending
+        written = [predictions / f"{case}{ending}" for ending in (label_ending(labelled[case].images[0]),
+                                                                  label_ending(labelled[case].label))]
+        file = next((path for path in written if path.is_file()), None)
+        if file is None:
+            raise SystemExit(f"{tool} wrote no prediction for validation case {case} ({written[0]})")
+        prediction, _ = read_label(file)
+        for c, metrics in score_case(prediction, labelled[case].label, list(description.class_names),
+                                     ignore_label=description.ignore_label, regions=description.regions).items():
             rows += [{"variant": tool, "fold": fold, "seed": 0, "case": case, "class": c, "metric": m,
                       "value": metrics[m]} for m in METRICS]
     return rows

@@ -1,6 +1,8 @@
 """Where conf/ is, the name of a run's own configuration file, and the OmegaConf resolvers conf/
 uses: ${dataset:ROOT,FIELD} reads a dataset folder's dataset.json, so channel and class counts are
-never typed twice; ${runnable_backends:} is the sweep list of op backends this machine can run."""
+never typed twice; ${network_outputs:CLASSES,REGIONS} is the network's output channels (one per
+class, or one sigmoid per region); ${runnable_backends:} is the sweep list of op backends this
+machine can run."""
 
 from __future__ import annotations
 
@@ -23,6 +25,12 @@ def _dataset_field(root: str, field: str):
     return list(value) if isinstance(value, tuple) else value
 
 
+def network_outputs(num_classes: int, regions) -> int:
+    """A softmax channel per class, background included; or a sigmoid channel per region (the
+    background is no region)."""
+    return num_classes - 1 if regions else num_classes
+
+
 def runnable_backends() -> str:
     """Comma-separated, as a Hydra sweep value: python and cpp everywhere, cuda with a GPU."""
     import torch  # only where a configuration asks: the commands compose without torch
@@ -33,5 +41,7 @@ def runnable_backends() -> str:
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
+    if not OmegaConf.has_resolver("network_outputs"):
+        OmegaConf.register_new_resolver("network_outputs", network_outputs)
     if not OmegaConf.has_resolver("runnable_backends"):
         OmegaConf.register_new_resolver("runnable_backends", runnable_backends)

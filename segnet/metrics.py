@@ -1,5 +1,9 @@
 """Per-case, per-class segmentation metrics, shared by validation and evaluation.
 
+Each metric scores foreground units (segnet.data.regions.foreground_units): the label values a
+scored structure covers, one class each, or a region's values, so that regions are scored on the
+label maps their predictions are written as, as nnU-Net scores them.
+
 Dice is MONAI's (2 TP / (2 TP + FP + FN) from label maps) with nnU-Net's convention for empty
 classes: NaN when a class is absent from both the prediction and the reference (left out of
 every mean), 0 when it is in only one.
@@ -22,33 +26,41 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from monai.metrics import compute_dice, compute_hausdorff_distance, compute_surface_dice
-from monai.networks.utils import one_hot
 
 NSD_TOLERANCE_MM = 1.0  # the normalized surface Dice's boundary tolerance, in evaluation and validation
 
 
-def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, num_classes: int) -> list[float]:
-    """Dice of classes 1..num_classes-1 between two integer label maps of the same shape."""
-    pred = prediction.reshape(1, 1, -1)  # one case, one channel of class indices
-    ref = reference.reshape(1, 1, -1)
+def unit_mask(label: torch.Tensor | np.ndarray, values: Sequence[int]) -> torch.Tensor | np.ndarray:
+    """Where an integer label map holds any of a foreground unit's `values`."""
+    if isinstance(label, torch.Tensor):
+        return torch.isin(label, torch.tensor(list(values), device=label.device))
+    return np.isin(label, list(values))
+
+
+def dice_per_class(prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]]) -> list[float]:
+    """Dice of each foreground unit between two integer label maps of the same shape."""
+    pred, ref = unit_masks(prediction.reshape(-1), units), unit_masks(reference.reshape(-1), units)
     # ignore_empty=False scores "empty in both" as 1; nnU-Net leaves such a class out instead.
-    scores = compute_dice(pred, ref, include_background=False, ignore_empty=False, num_classes=num_classes)[0]
-    return [
-        math.nan if not ((pred == c).any() or (ref == c).any()) else float(score)
-        for c, score in zip(range(1, num_classes), scores.tolist(), strict=True)
-    ]
+    scores = compute_dice(pred.float(), ref.float(), include_background=True, ignore_empty=False)[0]
+    return [math.nan if not (pred[0, u].any() or ref[0, u].any()) else float(score)
+            for u, score in enumerate(scores.tolist())]
+
+
+def unit_masks(label: torch.Tensor, units: Sequence[Sequence[int]]) -> torch.Tensor:
+    """(1, units, *spatial) bool: each unit's voxels in an integer label map (*spatial)."""
+    return torch.stack([unit_mask(label, values) for values in units])[None]
 
 
 def hd95_per_class(
-    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, spacing: Sequence[float] | None = None,
-    one_sided: float = math.nan,
+    prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]],
+    spacing: Sequence[float] | None = None, one_sided: float = math.nan,
 ) -> list[float]:
-    """95th-percentile Hausdorff distance of classes 1..num_classes-1 (spatial label maps);
-    `one_sided` where a class is in only one of them."""
+    """95th-percentile Hausdorff distance of each foreground unit (spatial label maps); `one_sided`
+    where a unit is in only one of them."""
     scores = []
-    for c in range(1, num_classes):
-        pred_c = (prediction == c)[None, None]
-        ref_c = (reference == c)[None, None]
+    for values in units:
+        pred_c = unit_mask(prediction, values)[None, None]
+        ref_c = unit_mask(reference, values)[None, None]
         if not pred_c.any() or not ref_c.any():
             scores.append(one_sided if (pred_c.any() or ref_c.any()) else math.nan)
             continue
@@ -60,30 +72,27 @@ def hd95_per_class(
 
 
 def nsd_per_class(
-    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, tolerance_mm: float,
+    prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]], tolerance_mm: float,
     spacing: Sequence[float] | None = None,
 ) -> list[float]:
-    """Normalized surface Dice of classes 1..num_classes-1 (spatial label maps) at tolerance_mm."""
-    pred = one_hot(prediction[None, None], num_classes)
-    ref = one_hot(reference[None, None], num_classes)
+    """Normalized surface Dice of each foreground unit (spatial label maps) at tolerance_mm."""
     scores = compute_surface_dice(
-        pred, ref, class_thresholds=[tolerance_mm] * (num_classes - 1), include_background=False,
-        spacing=list(spacing) if spacing else None,
+        unit_masks(prediction, units), unit_masks(reference, units), class_thresholds=[tolerance_mm] * len(units),
+        include_background=True, spacing=list(spacing) if spacing else None,
     )[0]
     return [float(v) for v in scores.tolist()]
 
 
 def surface_scores(
-    prediction: torch.Tensor, reference: torch.Tensor, num_classes: int, spacing: Sequence[float],
+    prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]], spacing: Sequence[float],
     nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
 ) -> tuple[list[float], list[float]]:
-    """(HD95, NSD) of classes 1..num_classes-1 between two spatial label maps on a grid of this
-    spacing (mm), as evaluation reports them: a class on one side only gets the image's diagonal as
+    """(HD95, NSD) of each foreground unit between two spatial label maps on a grid of this
+    spacing (mm), as evaluation reports them: a unit on one side only gets the image's diagonal as
     its HD95 (diagonal_mm) and 0 NSD."""
     spacing = [float(s) for s in spacing]
-    hd95 = hd95_per_class(prediction, reference, num_classes, spacing,
-                          one_sided=diagonal_mm(reference.shape, spacing))
-    return hd95, nsd_per_class(prediction, reference, num_classes, nsd_tolerance_mm, spacing)
+    hd95 = hd95_per_class(prediction, reference, units, spacing, one_sided=diagonal_mm(reference.shape, spacing))
+    return hd95, nsd_per_class(prediction, reference, units, nsd_tolerance_mm, spacing)
 
 
 def drop_ignored(prediction, reference, ignore_label: int | None):
@@ -96,11 +105,11 @@ def drop_ignored(prediction, reference, ignore_label: int | None):
 
 
 def overlap_counts(
-    prediction: np.ndarray, reference: np.ndarray, c: int, scored: int | None = None
+    prediction: np.ndarray, reference: np.ndarray, values: Sequence[int], scored: int | None = None
 ) -> dict[str, float]:
-    """nnU-Net's counts for class c, and IoU (NaN when the class is in neither); TN over the
-    `scored` voxels (all by default; those not ignored)."""
-    pred, ref = prediction == c, reference == c
+    """nnU-Net's counts for the unit of these label values, and IoU (NaN when the unit is in
+    neither); TN over the `scored` voxels (all by default; those not ignored)."""
+    pred, ref = unit_mask(prediction, values), unit_mask(reference, values)
     tp, fp, fn = int((pred & ref).sum()), int((pred & ~ref).sum()), int((~pred & ref).sum())
     tn = int((pred.size if scored is None else scored) - tp - fp - fn)
     return {"IoU": tp / (tp + fp + fn) if tp + fp + fn else math.nan, "TP": tp, "FP": fp, "FN": fn, "TN": tn,

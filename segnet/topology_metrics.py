@@ -17,6 +17,7 @@ that do not reach the image's border, and in 3D it follows from the Euler charac
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import ndimage
@@ -24,6 +25,7 @@ from skimage.measure import euler_number
 from skimage.morphology import skeletonize
 
 from segnet.errors import ConfigError
+from segnet.metrics import unit_mask
 
 TOPOLOGY_METRICS = ("clDice", "Betti0 error", "Betti1 error")
 
@@ -60,11 +62,13 @@ def betti_numbers(mask: np.ndarray) -> tuple[int, int]:
     return b0, b0 + _enclosed_background(mask) - int(chi)
 
 
-def topology_scores(prediction: np.ndarray, reference: np.ndarray, classes: list[int]) -> dict[str, list[float]]:
-    """{metric: one value per class of `classes`} of TOPOLOGY_METRICS between two label maps."""
+def topology_scores(prediction: np.ndarray, reference: np.ndarray,
+                    units: Sequence[Sequence[int]]) -> dict[str, list[float]]:
+    """{metric: one value per foreground unit of `units` (the label values of a class or a region,
+    segnet.data.regions)} of TOPOLOGY_METRICS between two label maps."""
     scores: dict[str, list[float]] = {metric: [] for metric in TOPOLOGY_METRICS}
-    for c in classes:
-        pred, ref = prediction == c, reference == c
+    for values in units:
+        pred, ref = unit_mask(prediction, values), unit_mask(reference, values)
         scores["clDice"].append(cldice(pred, ref))
         (p0, p1), (r0, r1) = betti_numbers(pred), betti_numbers(ref)
         scores["Betti0 error"].append(float(abs(p0 - r0)))

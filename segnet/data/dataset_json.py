@@ -7,6 +7,9 @@ channel, or one natural image holding them all: an RGB PNG is three) with labels
 The formats are segnet.data.image_files'.
 A label named "ignore" (nnU-Net's convention; the highest value) marks voxels whose class is
 unknown: it is not a class the network predicts, and the loss and every metric leave it out.
+nnU-Net v2's region-based labels (a label whose value is a list: "whole_tumor": [1, 2, 3], with
+"regions_class_order") make the dataset's structures regions (segnet.data.regions); the class
+names are then the background and the regions' names.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from segnet.data.image_files import IMAGE_ENDINGS, NATURAL_ENDINGS, image_ending
+from segnet.data.regions import Regions
 from segnet.errors import DatasetError
 
 
@@ -48,7 +52,8 @@ class DatasetDescription:
     training: tuple[Case, ...]
     validation: tuple[Case, ...] | None
     test: tuple[Case, ...] = field(default=())
-    ignore_label: int | None = None  # the label value of "ignore", which is len(class_names)
+    ignore_label: int | None = None  # the label value of "ignore", the highest
+    regions: Regions | None = None  # region-based labels: class_names[1:] name the regions
 
     @property
     def in_channels(self) -> int:
@@ -57,6 +62,22 @@ class DatasetDescription:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def label_values(self) -> tuple[int, ...]:
+        """The values a label file may hold besides the ignore label."""
+        if self.regions is None:
+            return tuple(range(self.num_classes))
+        return tuple(sorted({0, *(v for region in self.regions.values for v in region)}))
+
+    @property
+    def largest_label_value(self) -> int:
+        return self.ignore_label if self.ignore_label is not None else max(self.label_values)
+
+    @property
+    def regions_settings(self) -> dict | None:
+        """data.regions of a run on this dataset (segnet.data.regions)."""
+        return self.regions.settings() if self.regions is not None else None
 
     @property
     def labelled(self) -> tuple[Case, ...]:
@@ -97,9 +118,41 @@ def _class_names_nnunet(labels: dict, json_path: Path) -> tuple[str, ...]:
     by_value: dict[int, str] = {}
     for name, value in labels.items():
         if not isinstance(value, int):
-            raise _fail(json_path, f'label {name!r} has value {value!r}; region-based labels are not supported')
+            raise _fail(json_path, f'label {name!r} has value {value!r}; label values are integers (or, for '
+                                   'regions, lists of them with "regions_class_order")')
         by_value[value] = str(name)
     return _contiguous(by_value, json_path)
+
+
+def is_region_based(labels: dict) -> bool:
+    """nnU-Net's test: some label is a list of values."""
+    return any(isinstance(value, (list, tuple)) for value in labels.values())
+
+
+def _regions_nnunet(spec: dict, json_path: Path) -> tuple[tuple[str, ...], Regions, int | None]:
+    """(background and the regions' names, the regions, the ignore label) of region-based labels."""
+    names, values, ignore = [], [], None
+    for name, value in spec["labels"].items():
+        region = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+        if not region or not all(isinstance(v, int) and v >= 0 for v in region):
+            raise _fail(json_path, f"label {name!r} has value {value!r}; a region is a list of label values >= 0")
+        if name == "background":
+            if region != (0,):
+                raise _fail(json_path, f'"background" must be 0, not {value!r}')
+        elif name == "ignore":
+            (ignore,) = region
+        else:
+            names.append(str(name))
+            values.append(region)
+    order = spec.get("regions_class_order")
+    if not (isinstance(order, list) and len(order) == len(values) and all(isinstance(v, int) and v > 0
+                                                                          for v in order)):
+        raise _fail(json_path, 'region-based labels need "regions_class_order": one label value > 0 per region '
+                               f'({", ".join(names)}), the value each region is written as in a label map; '
+                               f"got {order!r}")
+    if ignore is not None and ignore <= max(max(region) for region in values):
+        raise _fail(json_path, f'the "ignore" label ({ignore}) must have a higher value than every region\'s')
+    return ("background", *names), Regions(tuple(values), tuple(order)), ignore
 
 
 def _contiguous(by_value: dict[int, str], json_path: Path) -> tuple[str, ...]:
@@ -178,13 +231,17 @@ def describe_dataset(root: str) -> DatasetDescription:
             raise _fail(json_path, f'"file_ending" {ending!r} is not a format segnet reads '
                                    f'({", ".join(IMAGE_ENDINGS)}): convert the images, e.g. to NIfTI with SimpleITK')
         channels = tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
-        class_names, ignore_label = _split_ignore(_class_names_nnunet(spec["labels"], json_path))
+        regions = None
+        if is_region_based(spec["labels"]):
+            class_names, regions, ignore_label = _regions_nnunet(spec, json_path)
+        else:
+            class_names, ignore_label = _split_ignore(_class_names_nnunet(spec["labels"], json_path))
         training = _nnunet_cases(folder, "imagesTr", ending, len(channels), labelled=True)
         if not training:
             raise _fail(json_path, f"describes an nnU-Net dataset but imagesTr has no *_0000{ending} files")
         return DatasetDescription(
             folder, "nnunet", channels, class_names, training, None,
-            _nnunet_cases(folder, "imagesTs", ending, len(channels), labelled=False), ignore_label,
+            _nnunet_cases(folder, "imagesTs", ending, len(channels), labelled=False), ignore_label, regions,
         )
     if "modality" not in spec or "training" not in spec:
         raise _fail(json_path, 'needs "modality" and "training" (Decathlon) or "channel_names" (nnU-Net v2)')

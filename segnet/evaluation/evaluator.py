@@ -24,6 +24,7 @@ from tqdm import tqdm
 from segnet.data.dataset_json import Case, DatasetDescription, image_stem
 from segnet.data.headers import read_problem
 from segnet.data.image_files import read_label
+from segnet.data.regions import Regions, foreground_units
 from segnet.data.splits import choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
@@ -95,20 +96,21 @@ def read_reference(label_file: str, shape: tuple[int, ...]) -> tuple[np.ndarray,
 
 def score_case(
     prediction: np.ndarray, label_file: str, class_names: list[str], nsd_tolerance_mm: float = NSD_TOLERANCE_MM,
-    ignore_label: int | None = None, topology: list[int] = (),
+    ignore_label: int | None = None, topology: list[int] = (), regions: Regions | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every METRICS number of each foreground class, and the topology metrics of the classes in
-    `topology`."""
+    """Every METRICS number of each foreground class (each region, for region-based labels: its
+    values in both label maps), and the topology metrics of the classes in `topology`."""
     reference, spacing = read_reference(label_file, prediction.shape)
     prediction, reference, scored = drop_ignored(prediction.astype(np.int64), reference, ignore_label)
     voxel_mm3 = float(np.prod(spacing))
+    units = foreground_units(len(class_names), regions)
     pred_t, ref_t = torch.from_numpy(prediction.astype(np.int64)), torch.from_numpy(reference)
-    dice = dice_per_class(pred_t, ref_t, len(class_names))
-    hd95, nsd = surface_scores(pred_t, ref_t, len(class_names), spacing, nsd_tolerance_mm)
-    shapes = topology_scores(prediction, reference, list(topology))
+    dice = dice_per_class(pred_t, ref_t, units)
+    hd95, nsd = surface_scores(pred_t, ref_t, units, spacing, nsd_tolerance_mm)
+    shapes = topology_scores(prediction, reference, [units[c - 1] for c in topology])
     metrics = {}
     for c in range(1, len(class_names)):
-        counts = overlap_counts(prediction, reference, c, scored)
+        counts = overlap_counts(prediction, reference, units[c - 1], scored)
         metrics[str(c)] = {
             "name": class_names[c], "Dice": dice[c - 1], "HD95": hd95[c - 1], "NSD": nsd[c - 1], **counts,
             "volume_pred_mm3": counts["n_pred"] * voxel_mm3, "volume_ref_mm3": counts["n_ref"] * voxel_mm3,
@@ -138,7 +140,7 @@ class Evaluator(PredictionWriter):
 
     def score(self, label_map: np.ndarray, case: Case) -> dict[str, dict[str, Any]]:
         return score_case(label_map, case.label, self.class_names, self.nsd_tolerance_mm, self.predictor.ignore_label,
-                          self.topology)
+                          self.topology, self.predictor.regions)
 
     def run(self, cases: list[Case]) -> list[CaseResult]:
         return [self.run_case(case) for case in tqdm(cases, desc="evaluating", unit="case")]

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
+from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
 from segnet.metrics import dice_per_class, drop_ignored
 
@@ -63,7 +64,8 @@ def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int,
     scores = {}
     for name, label_map in zip(TRIALS, maps, strict=True):
         kept, known, _ = drop_ignored(label_map.astype(np.int64), reference.astype(np.int64), ignore_label)
-        scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known), num_classes)
+        scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known),
+                                      foreground_units(num_classes, None))
     return scores
 
 

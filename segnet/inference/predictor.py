@@ -1,6 +1,7 @@
 """Prediction on images, shared by segnet-predict and evaluation (which adds the scores).
 
-One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged), flip
+One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged, or for
+region-based labels their sigmoids, turned into a label map by the regions' class order), flip
 test-time augmentation over the model's own spatial axes, under the autocast the model trained
 with. Each image is loaded as in training (the plan stored in the checkpoint: orientation,
 spacing, normalization), predicted whole, and
@@ -23,12 +24,13 @@ from monai.transforms import Invertd
 
 from segnet.data.dataset_json import Case, image_stem
 from segnet.data.image_files import IMAGE_ENDINGS, file_channels, label_ending, read_stamp, write_label
+from segnet.data.regions import Regions, output_names
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, Rules
 from segnet.inference.trained_model import TrainedModel
-from segnet.inference.windows import plain, predict_with_flips, training_autocast
+from segnet.inference.windows import plain, predict_with_flips, probabilities_of, training_autocast
 
 log = logging.getLogger(__name__)
 CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
@@ -77,7 +79,8 @@ class Predictor:
         first = models[0].data
         for model in models[1:]:
             other = model.data
-            for key in ("class_names", "in_channels", "spatial_dims", "normalization", "orientation", "spacing"):
+            for key in ("class_names", "regions", "in_channels", "spatial_dims", "normalization", "orientation",
+                        "spacing"):
                 if other.get(key) != first.get(key):
                     raise ConfigError(
                         f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs "
@@ -90,6 +93,7 @@ class Predictor:
         self.in_channels = int(first["in_channels"])
         self.spatial_dims = int(first["spatial_dims"])
         self.ignore_label = first.get("ignore_label")
+        self.regions = Regions.from_settings(first.get("regions"))
         # Loading as training loaded: the plan's normalization (None: per-volume z-score),
         # orientation and spacing (None: as stored).
         self.geometry = {key: first.get(key, default)
@@ -97,7 +101,8 @@ class Predictor:
 
     @torch.no_grad()
     def probabilities(self, image: torch.Tensor) -> torch.Tensor:
-        """(classes, *spatial) float32 on the CPU, for one loaded image (C, *spatial)."""
+        """(classes, *spatial) float32 on the CPU, for one loaded image (C, *spatial); (regions,
+        *spatial) for region-based labels."""
         total = None
         # The model's own spatial axes: a 2D model on a volume predicts slice by slice along the
         # last axis, so flipping that axis would change nothing.
@@ -105,13 +110,21 @@ class Predictor:
         for model in self.models:
             batch = plain(image)[None].to(model.device)
             with training_autocast(model.precision, model.device):
+                regions = self.regions is not None
                 if self.tta:
-                    p = predict_with_flips(model.predict_logits, batch, axes)
+                    p = predict_with_flips(model.predict_logits, batch, axes, regions)
                 else:
-                    p = model.predict_logits(batch).softmax(1)
+                    p = probabilities_of(model.predict_logits(batch), regions)
             p = p.float().cpu()[0]
             total = p if total is None else total + p
         return total / len(self.models)
+
+    def label_map(self, probabilities: np.ndarray) -> np.ndarray:
+        """The label map (uint8) of `probabilities`: the likeliest class, or the regions painted."""
+        if self.regions is None:
+            return probabilities.argmax(0).astype(np.uint8)
+        return self.regions.label_map(probabilities).astype(np.uint8)
+
 
 
 @dataclass
@@ -150,11 +163,12 @@ class PredictionWriter:
         meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
         loaded["prob"] = MetaTensor(probabilities, **meta)
         restored = np.asarray(self.restore(loaded)["prob"], np.float32)
-        unprocessed = restored.argmax(0).astype(np.uint8)
+        unprocessed = self.predictor.label_map(restored)
         label_map = self.rules.apply(unprocessed)
         if self.save_probabilities:
+            channels = output_names(self.predictor.class_names, self.predictor.regions)
             with atomic_path(self.probabilities_path(case)) as temporary:
-                np.savez_compressed(temporary, probabilities=restored, class_names=np.array(self.predictor.class_names))
+                np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels))
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
             write_label(label_map, case.images[0], temporary, self.stamp)

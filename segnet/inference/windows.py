@@ -64,13 +64,19 @@ def predict_whole_image(net: Network, image: torch.Tensor, spatial_dims: int, in
                           inference["overlap"])
 
 
+def probabilities_of(logits: torch.Tensor, regions: bool = False) -> torch.Tensor:
+    """The softmax over the classes, or each region's sigmoid (segnet.data.regions)."""
+    return logits.sigmoid() if regions else logits.softmax(1)
+
+
 def predict_with_flips(
-    predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int]
+    predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int], regions: bool = False,
 ) -> torch.Tensor:
-    """Test-time augmentation as nnU-Net mirrors: the mean softmax over every combination of flips
-    of `axes` (the model's spatial axes of the batch), the identity included: 4 passes in 2D, 8 in 3D."""
+    """Test-time augmentation as nnU-Net mirrors: the mean probabilities (probabilities_of) over
+    every combination of flips of `axes` (the model's spatial axes of the batch), the identity
+    included: 4 passes in 2D, 8 in 3D."""
     combinations = [list(flipped) for n in range(len(axes) + 1) for flipped in itertools.combinations(axes, n)]
-    probabilities = predict(image).softmax(1)
+    probabilities = probabilities_of(predict(image), regions)
     for flipped in combinations[1:]:
-        probabilities += predict(image.flip(flipped)).softmax(1).flip(flipped)
+        probabilities += probabilities_of(predict(image.flip(flipped)), regions).flip(flipped)
     return probabilities / len(combinations)

@@ -25,6 +25,7 @@ import torch
 from monai.losses import HausdorffDTLoss, SoftclDiceLoss
 from torch import nn
 
+from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.model.dice_ce import dice_ce_loss
 from segnet.model.edge_loss import EdgeMatchingLoss
@@ -70,7 +71,7 @@ def build_term(name: str, settings: dict[str, Any], classes: int, ignore_label: 
 
 class TrainingLoss(nn.Module):
     def __init__(self, settings: dict[str, Any], classes: int, ignore_label: int | None, levels: int,
-                 backend: str = "auto"):
+                 backend: str = "auto", regions: Regions | None = None):
         super().__init__()
         unknown = sorted(set(settings) - set(TERMS) - {"ramp_steps"})
         if unknown:
@@ -80,7 +81,12 @@ class TrainingLoss(nn.Module):
         if not self.weights:
             raise ConfigError("loss: every term has weight 0; give one a weight, e.g. loss.dice_ce.weight=1")
         self.ramp_steps = int(settings.get("ramp_steps", 0))
-        self.dice_ce = dice_ce_loss(ignore_label, levels) if "dice_ce" in self.weights else None
+        added = sorted(set(self.weights) - {"dice_ce"})
+        if regions is not None and added:
+            raise ConfigError(f"loss term(s) {', '.join(added)} score a softmax over classes; with region-based "
+                              "labels the loss is dice_ce's region form (Dice + binary cross-entropy per region): "
+                              f"set {', '.join(f'loss.{name}.weight=0' for name in added)}")
+        self.dice_ce = dice_ce_loss(ignore_label, levels, regions) if "dice_ce" in self.weights else None
         self.added = nn.ModuleDict({name: build_term(name, settings[name], classes, ignore_label, backend)
                                     for name in self.weights if name != "dice_ce"})
 

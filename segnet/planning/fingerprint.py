@@ -49,9 +49,10 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
     the case's name, so a case's samples do not depend on the other cases."""
     label = np.asarray(loaded[case.label])
     spacing, shape = ras_geometry(np.asarray(loaded[case.images[0]].affine), label.shape)
-    counts = np.bincount(label.astype(np.int64).ravel(), minlength=description.num_classes)
+    values = max(description.label_values) + 1  # the classes' values, or every value of a region
+    counts = np.bincount(label.astype(np.int64).ravel(), minlength=values)
     entry = {"name": case.name, "spacing": spacing, "shape": shape,
-             "class_voxels": [int(v) for v in counts[: description.num_classes]]}
+             "class_voxels": [int(v) for v in counts[:values]]}
     images = [np.asarray(loaded[path]) for path in case.images]
     entry["nonzero_share"] = nonzero_share(images, label.shape)
     foreground = label > 0

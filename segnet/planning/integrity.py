@@ -51,9 +51,7 @@ def spatial_shape(image: Any) -> tuple[int, ...]:
     return tuple(int(n) for n in image.meta["spatial_shape"])
 
 
-def case_problems(
-    case: Case, loaded: dict[str, Any], class_names: Sequence[str], ignore_label: int | None = None
-) -> list[str]:
+def case_problems(case: Case, loaded: dict[str, Any], description: DatasetDescription) -> list[str]:
     """What is wrong with one case's files (as read_case returned them)."""
     problems = []
     files = list(loaded)
@@ -74,14 +72,23 @@ def case_problems(
             problems.append(f"{path}: NaN or infinite intensities")
     if case.label:
         values = np.unique(np.asarray(loaded[case.label]))
-        allowed = (values >= 0) & (values < len(class_names)) | (values == ignore_label)
+        allowed = np.isin(values, description.label_values) | (values == description.ignore_label)
         bad = values[(values != np.round(values)) | ~allowed]
         if bad.size:
-            legend = ", ".join(f"{i} {name}" for i, name in enumerate(class_names))
-            if ignore_label is not None:
-                legend += f", {ignore_label} ignore"
-            problems.append(f"{case.label}: label values {_values(bad)} are not classes of dataset.json ({legend})")
+            problems.append(f"{case.label}: label values {_values(bad)} are not classes of dataset.json "
+                            f"({label_legend(description)})")
     return problems
+
+
+def label_legend(description: DatasetDescription) -> str:
+    """What a label file may hold, for messages: each class's value and name, or the regions' values."""
+    if description.regions is None:
+        legend = ", ".join(f"{i} {name}" for i, name in enumerate(description.class_names))
+    else:
+        legend = "values " + ", ".join(map(str, description.label_values)) + " of the regions " + ", ".join(
+            f"{name} {list(values)}" for name, values in zip(description.class_names[1:], description.regions.values,
+                                                             strict=True))
+    return legend + (f", {description.ignore_label} ignore" if description.ignore_label is not None else "")
 
 
 def check_case(case: Case, load: Callable, description: DatasetDescription,
@@ -91,7 +98,7 @@ def check_case(case: Case, load: Callable, description: DatasetDescription,
     loaded = read_case(case, load, max_voxels, description.in_channels)
     if isinstance(loaded, str):
         return None, [loaded]
-    problems = case_problems(case, loaded, description.class_names, description.ignore_label)
+    problems = case_problems(case, loaded, description)
     return (None if problems else loaded), problems
 
 

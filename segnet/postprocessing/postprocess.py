@@ -52,6 +52,9 @@ def postprocess(cfg: DictConfig) -> dict[str, Any]:
     if OmegaConf.is_missing(cfg.data, "root") or not cfg.get("runs"):
         raise ConfigError(f"data.root and runs are required: {USAGE}")
     description = describe_dataset(str(cfg.data.root))
+    if description.regions is not None:
+        raise ConfigError(f"{description.root} has region-based labels; segnet-postprocess decides rules per class "
+                          "and does not decide them per region yet: predict with postprocessing=none")
     runs = [Path(run) for run in cfg.runs]
     output = Path(cfg.paths.output_dir)
     folds = [fold_scores(run, cfg, description, output / f"run_{i}") for i, run in enumerate(runs)]

@@ -58,12 +58,16 @@ class CropDataset(Dataset, Randomizable):
     read beyond it on each side, `augment` what the workers do to each crop afterwards (the
     MONAI chain when augmentation runs in the workers), `squeeze_last` drops the slice axis of a
     2D crop. The crops' centres and the augmentation draw from this dataset's random state
-    (MONAI's Randomizable): segnet.data.sampling seeds it per draw."""
+    (MONAI's Randomizable): segnet.data.sampling seeds it per draw. A foreground-centred crop
+    picks one of the case's classes, then a voxel of it; with `regions` (their label values,
+    segnet.data.regions), one of the case's regions, then a voxel of it, as nnU-Net samples
+    regions: every centre lies in the regions' union."""
 
     def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
                  margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False,
-                 maps: Sequence[str] = ()):
+                 maps: Sequence[str] = (), regions: Sequence[Sequence[int]] | None = None):
         self.entries = list(entries)
+        self.regions = [list(values) for values in regions] if regions else None
         self.maps = list(maps)
         self.patch, self.margin = list(patch), list(margin)
         self.samples_per_volume = samples_per_volume
@@ -81,8 +85,13 @@ class CropDataset(Dataset, Randomizable):
 
     def centre(self, shape: Sequence[int], foreground: np.ndarray) -> list[int]:
         if len(foreground) and self.R.rand() < POSITIVE_SHARE:
-            classes = np.unique(foreground[:, 0])
-            chosen = foreground[foreground[:, 0] == classes[self.R.randint(len(classes))]]
+            if self.regions is None:
+                classes = np.unique(foreground[:, 0])
+                chosen = foreground[foreground[:, 0] == classes[self.R.randint(len(classes))]]
+            else:
+                present = [np.isin(foreground[:, 0], values) for values in self.regions]
+                present = [inside for inside in present if inside.any()]
+                chosen = foreground[present[self.R.randint(len(present))]]
             return chosen[self.R.randint(len(chosen)), 1:].tolist()
         return [int(self.R.randint(s)) for s in shape]
 

@@ -62,8 +62,7 @@ def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry:
     entries = {case.name: PreprocessedCase(folder, case.name) for case in cases}
     stale = [case for case in cases if not entries[case.name].is_current(case)]
     if stale:
-        largest = description.ignore_label if description.ignore_label is not None else description.num_classes - 1
-        dtype = label_dtype(largest)
+        dtype = label_dtype(description.largest_label_value)
         log.info("preprocessing %d of %d case(s) into %s", len(stale), len(cases), folder)
         with ThreadPoolExecutor(max(1, workers)) as pool:
             jobs = pool.map(lambda case: build_case(case, entries[case.name], geometry, dtype,

@@ -19,9 +19,9 @@ from segnet.errors import ConfigError
 from segnet.planning.plan import PLANNING_KEYS
 
 # What the model and its checkpoint read from the data section (SegmentationModule's `data`
-# hyperparameters): the group's name, the dataset's channels and classes, the thin classes scored
+# hyperparameters): the group's name, the dataset's channels, classes and regions, the thin classes scored
 # for topology, the sliding-window size.
-READ_BY_THE_MODEL = frozenset({"name", "in_channels", "num_classes", "class_names", "ignore_label",
+READ_BY_THE_MODEL = frozenset({"name", "in_channels", "num_classes", "class_names", "ignore_label", "regions",
                                "topology_classes", "roi_size"})
 READ_BY_EVALUATION = frozenset({"split"})  # the cases segnet-evaluate scores
 

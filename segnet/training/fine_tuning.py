@@ -25,6 +25,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.reading import read_checkpoint
+from segnet.data.regions import Regions, output_names
 from segnet.errors import ConfigError
 from segnet.inference.names import check_same_names, run_names, shown
 from segnet.planning.plan import apply_plan
@@ -134,11 +135,18 @@ def rows_by_class(saved: torch.Tensor, initialized: torch.Tensor, rows: dict[int
     return taken
 
 
-def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequence[str]) -> list[str]:
-    """Loads `path`'s weights into `net`, whose classes are `class_names`, the heads' rows by class
-    name; returns the tensors left wholly as initialized (deep-supervision heads a checkpoint
-    without them lacks)."""
+def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequence[str],
+                    regions: Regions | None = None) -> list[str]:
+    """Loads `path`'s weights into `net`, whose classes are `class_names` (and regions `regions`),
+    the heads' rows by class or region name; returns the tensors left wholly as initialized
+    (deep-supervision heads a checkpoint without them lacks)."""
     source, weights = source_run(Path(path))
+    source_regions = Regions.from_settings(source.get("regions"))
+    if (source_regions is None) != (regions is None):
+        kinds = ("regions (a sigmoid each)", "classes (a softmax)")
+        raise ConfigError(f"model.init_from={path} trained {kinds[source_regions is None]} but this run trains "
+                          f"{kinds[regions is None]}: their heads mean different things; fine-tune between runs "
+                          "of the same label kind")
     own = net.state_dict()
     misfits = [f"{name} ({problem})" for name, tensor in own.items() if (problem := misfit(name, tensor, weights))]
     if misfits:
@@ -146,12 +154,13 @@ def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequenc
         raise ConfigError(f"model.init_from={path} does not fit this network: " + "; ".join(shown)
                           + ". Fine-tune with the model settings the checkpoint was trained with (model.channels, "
                           "strides, edge_placement, ...); only the classes may differ")
-    rows = class_rows(source["class_names"], class_names)
+    outputs = output_names(class_names, regions)
+    rows = class_rows(output_names(source["class_names"], source_regions), outputs)
     fresh = [name for name in own if name not in weights]
     taken = {name: rows_by_class(weights[name], tensor, rows) if name.startswith(HEADS) else weights[name]
              for name, tensor in own.items() if name not in fresh}
     net.load_state_dict(taken, strict=not fresh)
-    new = [name for row, name in enumerate(class_names) if row not in rows]
+    new = [name for row, name in enumerate(outputs) if row not in rows]
     log.info("model.init_from=%s: %d tensors loaded, the heads' rows by class name (%s)%s", path, len(taken),
              f"afresh: {', '.join(new)}" if new else "every class from the checkpoint",
              f", {len(fresh)} of the heads' initialized afresh ({', '.join(fresh)})" if fresh else "")

@@ -113,8 +113,10 @@ class FolderDataModule(L.LightningDataModule):
             wider = BatchAugmentation.input_size(patch[: self.spatial_dims], self.spatial_dims)
             margin = [(w - p) // 2 for w, p in zip(wider, patch, strict=False)] + [0] * (3 - len(wider))
             augment = None
+        regions = self.description.regions
         return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
-                           squeeze_last=self.spatial_dims == 2, maps=self.maps)
+                           squeeze_last=self.spatial_dims == 2, maps=self.maps,
+                           regions=regions.values if regions is not None else None)
 
     def train_dataloader(self) -> DataLoader:
         # Each draw is a volume that yields samples_per_volume crops, so a batch holds batch_size

@@ -3,11 +3,13 @@ supervised or not, and the terms added to it),
 the optimizer and schedule of conf/optim/ (segnet.training.optimizers), per-class validation Dice (segnet.metrics),
 whole-image validation inference (segnet.inference.windows), TensorBoard images.
 
-Validation scores every case's Dice per class; a validation run by itself (trainer.validate, the
-final one of every training) also its HD95 and normalized surface Dice in mm (segnet.metrics.surface_scores,
-as evaluation computes them) and, for data.topology_classes, clDice and the Betti errors
-(segnet.topology_metrics). The periodic validations during fit skip those: they need only Dice to pick
-the best checkpoint, and distance transforms of every case would cost more than the prediction.
+Validation scores every case's Dice per class (per region, for region-based labels: the regions'
+sigmoids turned into a label map as prediction writes it, segnet.data.regions); a validation run
+by itself (trainer.validate, the final one of every training) also its HD95 and normalized
+surface Dice in mm (segnet.metrics.surface_scores, as evaluation computes them) and, for
+data.topology_classes, clDice and the Betti errors (segnet.topology_metrics). The periodic
+validations during fit skip those: they need only Dice to pick the best checkpoint, and distance
+transforms of every case would cost more than the prediction.
 validation_step returns the batch's predicted labels, for callbacks that score them further
 (segnet.training.postprocessing_trials).
 
@@ -27,6 +29,7 @@ from monai.data import MetaTensor
 
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.regions import Regions, foreground_units
 from segnet.data.samples import MAP_INTERPOLATION
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
@@ -79,14 +82,16 @@ class SegmentationModule(L.LightningModule):
             # In place: parameter names, and so checkpoints, stay as without it.
             self.net.compile(options=ops.INDUCTOR_OPTIONS if backend == "python" else None)
         self.ignore_label: int | None = data.get("ignore_label")
+        self.regions = Regions.from_settings(data.get("regions"))
         self.loss = TrainingLoss(loss, len(data["class_names"]), self.ignore_label,
-                                 1 + len(self.net.supervision_heads), backend)
+                                 1 + len(self.net.supervision_heads), backend, self.regions)
         dims = data["spatial_dims"]
         # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
         no_affine = {} if data.get("affine_augmentation", True) else {"affine": 0.0}  # data.affine_augmentation=false
         self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims], probs=no_affine)
                              if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
+        self.units = foreground_units(len(self.class_names), self.regions)  # what each score is of
         self.topology = topology_classes(data.get("topology_classes"), self.class_names)  # thin classes
         self._val_scores: dict[str, CaseScores] = {}  # case name -> its scores, this rank's cases
         self.val_scores_per_case: dict[str, CaseScores] = {}  # every rank's, after a validation
@@ -124,17 +129,23 @@ class SegmentationModule(L.LightningModule):
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
         return predict_whole_image(self.net, image, self.hparams.data["spatial_dims"], self.hparams.inference)
 
+    def label_maps(self, logits: torch.Tensor) -> torch.Tensor:
+        """(N, 1, *spatial) label maps of the network's logits: the argmax of the classes, or the
+        regions painted in their class order."""
+        if self.regions is None:
+            return logits.argmax(1, keepdim=True)
+        return torch.stack([self.regions.label_map(case.sigmoid())[None] for case in logits])
+
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         image, labels = plain(batch["image"]), plain(batch["label"])
-        prediction = self.predict_logits(image).argmax(1, keepdim=True)
+        prediction = self.label_maps(self.predict_logits(image))
         surfaces = self.trainer.state.fn == TrainerFn.VALIDATING  # not the validations within fit
         for index, (name, pred, label) in enumerate(zip(batch["name"], prediction, labels, strict=True)):
             pred, label, _ = drop_ignored(pred, label, self.ignore_label)
-            scores = {"Dice": dice_per_class(pred, label, len(self.class_names))}
+            scores = {"Dice": dice_per_class(pred, label, self.units)}
             if surfaces:
                 spacing = case_spacing(batch, index, label.ndim - 1)
-                scores["HD95"], scores["NSD"] = surface_scores(pred[0].cpu(), label[0].cpu(), len(self.class_names),
-                                                               spacing)
+                scores["HD95"], scores["NSD"] = surface_scores(pred[0].cpu(), label[0].cpu(), self.units, spacing)
                 scores.update(self._topology_scores(pred[0].cpu().numpy(), label[0].cpu().numpy()))
             self._val_scores[name] = scores
         if batch_idx == 0:
@@ -145,7 +156,7 @@ class SegmentationModule(L.LightningModule):
         """clDice and the Betti errors per foreground class: the thin classes' own, NaN for the others."""
         if not self.topology:
             return {}
-        found = topology_scores(prediction, reference, self.topology)
+        found = topology_scores(prediction, reference, [self.units[c - 1] for c in self.topology])
         return {metric: [values[self.topology.index(c)] if c in self.topology else float("nan")
                          for c in range(1, len(self.class_names))] for metric, values in found.items()}
 

@@ -67,7 +67,7 @@ def train(composed: DictConfig) -> dict[str, Any]:
     if cfg.ckpt_path is not None:  # before this run writes into the folder
         check_same_run(cfg.ckpt_path, dict(module.hparams), run.given_ckpt_path)
     elif cfg.model.get("init_from") is not None:  # fine-tuning: another run's weights, a new schedule
-        initialize_from(module.net, cfg.model.init_from, module.class_names)
+        initialize_from(module.net, cfg.model.init_from, module.class_names, module.regions)
     record_plan(run.plan, output_dir)
     write_run_config(cfg, output_dir)
     if getattr(datamodule, "split", None) is not None and is_first_process():

@@ -38,7 +38,7 @@ def test_dice_follows_nnunet_for_overlap_absent_and_one_sided_classes():
     reference[0:6] = 1  # 6 voxels
     prediction[3:7] = 1  # 4 voxels, 3 overlapping
     prediction[9] = 3  # class 3 only predicted
-    dice = dice_per_class(prediction, reference, num_classes=4)
+    dice = dice_per_class(prediction, reference, [(1,), (2,), (3,)])
     assert dice[0] == pytest.approx(2 * 3 / (4 + 6))
     assert math.isnan(dice[1])  # class 2: in neither
     assert dice[2] == 0.0  # class 3: only in the prediction
@@ -49,8 +49,8 @@ def test_hd95_is_in_millimetres_from_the_spacing():
     prediction = torch.zeros(1, 1, 8, dtype=torch.long)
     reference[0, 0, 1] = 1
     prediction[0, 0, 4] = 1
-    assert hd95_per_class(prediction, reference, 2, spacing=(1.0, 1.0, 2.0)) == [pytest.approx(6.0)]
-    assert math.isnan(hd95_per_class(prediction, torch.zeros_like(reference), 2)[0])
+    assert hd95_per_class(prediction, reference, [(1,)], spacing=(1.0, 1.0, 2.0)) == [pytest.approx(6.0)]
+    assert math.isnan(hd95_per_class(prediction, torch.zeros_like(reference), [(1,)])[0])
 
 
 def as_probabilities(label_map: torch.Tensor, classes: int = 3) -> torch.Tensor:

@@ -65,7 +65,7 @@ def test_topology_scores_per_class():
     prediction = reference.copy()
     prediction[2, 14:16] = 0  # the line in two pieces
     prediction[14:18, 22:][ring()[14:18, 22:]] = 0  # the ring open
-    scores = topology_scores(prediction, reference, [1, 2])
+    scores = topology_scores(prediction, reference, [(1,), (2,)])
     assert scores["Betti0 error"] == [1.0, 0.0]
     assert scores["Betti1 error"] == [0.0, 1.0]
     assert 0.9 < scores["clDice"][0] < 1.0 and 0.9 < scores["clDice"][1] < 1.0

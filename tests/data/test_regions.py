@@ -1,0 +1,138 @@
+"""Region-based labels as nnU-Net v2 reads them (BraTS's whole tumour, tumour core, enhancing):
+dataset.json, the masks and the label map of the regions, nnU-Net's region loss, crops centred in
+the regions, per-region scores on constructed cases, and training and prediction end to end."""
+
+from __future__ import annotations
+
+import json
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.regions import Regions
+from segnet.errors import ConfigError, DatasetError
+from segnet.evaluation.evaluator import score_case
+from segnet.generated.phantom import save_nifti
+from segnet.generated.tumour import write_tumour_dataset
+from segnet.inference.predict import predict
+from segnet.model.dice_ce import RegionLoss
+from segnet.model.loss_terms import TrainingLoss
+from segnet.preprocessing.datasets import POSITIVE_SHARE, CropDataset
+
+BRATS = Regions(values=((1, 2, 3), (2, 3), (3,)), class_order=(1, 2, 3))
+
+
+def test_dataset_json_regions_are_read_with_their_names_and_class_order(tmp_path):
+    root = write_tumour_dataset(tmp_path / "tumour", cases=2, size=16)
+    description = describe_dataset(str(root))
+    assert description.class_names == ("background", "whole_tumor", "tumor_core", "enhancing_tumor")
+    assert description.regions == BRATS and description.label_values == (0, 1, 2, 3)
+    assert description.regions_settings == {"values": [[1, 2, 3], [2, 3], [3]], "class_order": [1, 2, 3]}
+    spec = json.loads((root / "dataset.json").read_text())
+    del spec["regions_class_order"]
+    (root / "dataset.json").write_text(json.dumps(spec))
+    describe_dataset.cache_clear()
+    with pytest.raises(DatasetError, match='region-based labels need "regions_class_order": one label value > 0 per '
+                                           r"region \(whole_tumor, tumor_core, enhancing_tumor\)"):
+        describe_dataset(str(root))
+    (root / "dataset.json").write_text(json.dumps({**spec, "regions_class_order": [1, 2, 3],
+                                                   "labels": {**spec["labels"], "ignore": 2}}))
+    describe_dataset.cache_clear()
+    with pytest.raises(DatasetError, match=r'the "ignore" label \(2\) must have a higher value than every region'):
+        describe_dataset(str(root))
+
+
+def test_masks_and_label_map_paint_nested_regions_in_their_class_order():
+    label = torch.tensor([[[0, 1, 2, 3]]])
+    assert BRATS.masks(label).tolist() == [[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1]]]
+    probabilities = torch.tensor([[0.1, 0.9, 0.9, 0.9, 0.2],   # whole tumour
+                                  [0.1, 0.2, 0.8, 0.7, 0.9],   # tumour core (the last voxel outside the whole)
+                                  [0.1, 0.1, 0.3, 0.6, 0.1]])  # enhancing
+    # painted in order: a core voxel the whole tumour misses is still core
+    assert BRATS.label_map(probabilities).tolist() == [0, 1, 2, 3, 2]
+    assert BRATS.label_map(probabilities.numpy()).tolist() == [0, 1, 2, 3, 2]
+    assert Regions(((1, 2, 3), (2, 3)), (3, 2)).label_map(probabilities[:2]).tolist() == [0, 3, 2, 2, 2]
+
+
+def test_region_loss_is_dice_plus_binary_cross_entropy_per_region_and_leaves_out_ignored_voxels():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 6, 5)
+    label = torch.randint(0, 4, (2, 1, 6, 5)).float()
+    target = BRATS.masks(label)
+    probabilities = logits.sigmoid()
+    overlap, total = (probabilities * target).sum((2, 3)), (probabilities + target).sum((2, 3))
+    dice = 1 - (2 * overlap + 1e-5) / (total + 1e-5)
+    expected = dice.mean() + F.binary_cross_entropy_with_logits(logits, target)
+    assert RegionLoss(BRATS)(logits, label).item() == pytest.approx(expected.item(), rel=1e-5)
+    ignored = label.clone()
+    ignored[:, :, :2] = 4
+    changed = logits.clone()
+    changed[:, :, :2] = -logits[:, :, :2]  # other logits where the label is unknown
+    loss = RegionLoss(BRATS, ignore_label=4)
+    assert loss(changed, ignored).item() == pytest.approx(loss(logits, ignored).item(), rel=1e-6)
+    assert loss(logits, ignored).item() != pytest.approx(RegionLoss(BRATS)(logits, label).item(), rel=1e-3)
+
+
+def test_other_loss_terms_are_refused_with_regions_by_name():
+    settings = {"dice_ce": {"weight": 1.0}, "edge": {"weight": 0.5}, "ramp_steps": 0}
+    with pytest.raises(ConfigError, match=r"loss term\(s\) edge score a softmax .* set loss.edge.weight=0"):
+        TrainingLoss(settings, 4, None, 1, "python", BRATS)
+
+
+def test_crops_pick_a_region_then_a_voxel_of_it(tmp_path):
+    # value 1 at x = 0, value 2 at x = 1; regions {1, 2} and {2}: a region first, then a voxel of
+    # it, gives value 2 three times in four (a class first would give it one time in two)
+    rows = [(value, value - 1, y, 5) for value in (1, 2) for y in range(40)]
+    foreground = np.array(rows, np.int32)
+    crops = CropDataset([], [4, 4, 4], 1, regions=[(1, 2), (2,)]).set_random_state(0)
+    centres = [tuple(crops.centre((50, 50, 50), foreground)) for _ in range(3000)]
+    chosen = [x for x, _, z in centres if z == 5 and x in (0, 1)]
+    assert len(chosen) / len(centres) == pytest.approx(POSITIVE_SHARE, abs=0.03)
+    assert sum(x == 1 for x in chosen) / len(chosen) == pytest.approx(0.75, abs=0.03)
+    only_one = CropDataset([], [4, 4, 4], 1, regions=[(1, 2), (3,)]).set_random_state(0)  # region 3 absent
+    assert all(only_one.centre((50, 50, 50), foreground) is not None for _ in range(50))
+
+
+def test_regions_are_scored_by_name_on_their_values_in_both_label_maps(tmp_path):
+    reference = np.zeros((4, 4, 1), np.uint8)
+    reference[0, :3] = 1
+    reference[1, :2] = 2
+    reference[2, :1] = 3  # whole tumour 6 voxels, core 3, enhancing 1
+    prediction = reference.copy()
+    prediction[1, :2] = 3  # the core's necrosis called enhancing: whole and core unchanged
+    save_nifti(tmp_path / "reference.nii.gz", reference)
+    names = ["background", "whole_tumor", "tumor_core", "enhancing_tumor"]
+    scores = score_case(prediction, str(tmp_path / "reference.nii.gz"), names, regions=BRATS)
+    assert [scores[c]["name"] for c in "123"] == names[1:]
+    assert [scores[c]["Dice"] for c in "123"] == pytest.approx([1.0, 1.0, 2 * 1 / (3 + 1)])
+    assert [scores[c]["n_ref"] for c in "123"] == [6, 3, 1]
+    by_class = score_case(prediction, str(tmp_path / "reference.nii.gz"), ["background", "a", "b", "c"])
+    assert by_class["2"]["Dice"] == 0.0  # as classes, value 2 is missed entirely
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilities(tmp_path, dims):
+    from segnet.training.train import train
+
+    root = write_tumour_dataset(tmp_path / "tumour", cases=4, size=16)
+    run = tmp_path / "run"
+    patch = "[16,16]" if dims == 2 else "[16,16,8]"
+    train(compose_config(["data=folder", f"data.root={root}", f"data.spatial_dims={dims}", "data.num_folds=2",
+                          "data.num_workers=0", "op=python", "data.steps_per_epoch=2", f"data.patch_size={patch}",
+                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert list(metrics["val_dice_per_class"]) == ["whole_tumor", "tumor_core", "enhancing_tumor"]
+    out = tmp_path / "out"
+    predict(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={root / 'imagesTr'}",
+                            f"output={out}", "op=python", "save_probabilities=true"], name="predict"))
+    saved = np.load(out / "tumour_000.npz")
+    assert saved["class_names"].tolist() == ["whole_tumor", "tumor_core", "enhancing_tumor"]
+    probabilities = saved["probabilities"]
+    assert probabilities.shape == (3, 16, 16, 8) and probabilities.min() >= 0 and probabilities.max() <= 1
+    written = np.asarray(nib.load(out / "tumour_000.nii.gz").dataobj)
+    assert np.array_equal(written, BRATS.label_map(probabilities))  # the written map is its regions painted
