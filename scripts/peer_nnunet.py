@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from segnet.command_runs import folder_training, run_command
+from segnet.data.dataset_json import describe_dataset
+from segnet.data.formats import is_natural
 
 ITERATIONS_PER_EPOCH = 250  # nnU-Net's; fewer when the budget affords less than one such epoch
 VALIDATION_SHARE = 5  # nnU-Net validates 50 iterations per 250
@@ -118,7 +120,6 @@ def nnunet_raw(dataset: Path, output: Path) -> str:
 
 def segnet_split(dataset: Path) -> list[dict[str, list[str]]]:
     """The folds segnet trains on the dataset: the split it states, else data.num_folds of data.split_seed."""
-    from segnet.data.dataset_json import describe_dataset
     from segnet.data.splits import dataset_splits
 
     return dataset_splits(describe_dataset(str(dataset)), FOLDS, SPLIT_SEED)[0]
@@ -160,13 +161,14 @@ def plan_matched(name: str, configuration: str, patch: list[int], batch: int) ->
     return planned["patch_size"]
 
 
-def in_nnunet_axes(name: str, configuration: str, patch: list[int]) -> list[int]:
+def in_nnunet_axes(name: str, configuration: str, patch: list[int], natural: bool = False) -> list[int]:
     """segnet's patch (its axes: the image's voxel axes, a 2D patch the first two, sliced along the
-    last) in nnU-Net's axes: SimpleITK's reversed order, then the plans' transpose_forward (a 2D
-    configuration slices along its first axis). A 2D pair that slices along other axes cannot be
-    matched, and is refused."""
+    last) in nnU-Net's axes: SimpleITK's reversed order (a natural image: (1, rows, columns) there,
+    (rows, columns, 1) here), then the plans' transpose_forward (a 2D configuration slices along
+    its first axis). A 2D pair that slices along other axes cannot be matched, and is refused."""
     plans = json.loads((Path(os.environ["nnUNet_preprocessed"]) / name / "nnUNetPlans.json").read_text())
-    file_axis = [2 - axis for axis in plans["transpose_forward"]]  # nnU-Net's axis i is the file's file_axis[i]
+    read_as = [2, 0, 1] if natural else [2, 1, 0]  # nnU-Net's reader's axis i is segnet's read_as[i]
+    file_axis = [read_as[axis] for axis in plans["transpose_forward"]]  # nnU-Net's axis i is segnet's file_axis[i]
     if configuration == "3d_fullres":
         return [patch[axis] for axis in file_axis]
     if file_axis[0] != 2:
@@ -243,7 +245,6 @@ def segnet_run(dataset: Path, output: Path, dims: int, fold: int, seed: int, bud
 
 def scores(predictions: Path, dataset: Path, cases: list[str], tool: str, fold: int) -> list[dict[str, Any]]:
     """Rows of segnet's statistics (variant, fold, seed, case, class, metric, value) for one tool."""
-    from segnet.data.dataset_json import describe_dataset
     from segnet.data.image_files import label_ending, read_label
     from segnet.evaluation.evaluator import score_case
 
@@ -337,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     nnunet = nnunet_run(name, args.configuration, args.fold, args.budget_seconds, args.calibration_steps)
     ours = segnet_run(dataset, args.output, CONFIGURATIONS[args.configuration], args.fold, args.seed,
                       args.budget_seconds, args.calibration_steps)
-    plan_matched(name, args.configuration, in_nnunet_axes(name, args.configuration, ours["patch_size"]),
+    natural = is_natural(describe_dataset(str(dataset)).training[0].images[0])
+    plan_matched(name, args.configuration, in_nnunet_axes(name, args.configuration, ours["patch_size"], natural),
                  ours["batch_size"])
     matched = nnunet_run(name, args.configuration, args.fold, args.budget_seconds, args.calibration_steps,
                          PLAN_MATCHED)

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from segnet.data.image_files import IMAGE_ENDINGS, NATURAL_ENDINGS, image_ending
+from segnet.data.formats import IMAGE_ENDINGS, NATURAL_ENDINGS, image_ending
 from segnet.data.regions import Regions
 from segnet.errors import DatasetError
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from segnet.data.image_files import UnreadableFormat, is_natural, sidecar_spacing, stored
+from segnet.data.formats import is_natural
+from segnet.data.image_files import UnreadableFormat, sidecar_spacing, stored
 
 MAX_VOXELS = 2**30  # data.max_voxels: a 1024^3 volume, 4 GiB in float32; raise it for larger real scans
 NIFTI = (".nii", ".nii.gz")

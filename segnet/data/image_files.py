@@ -27,12 +27,8 @@ from monai.utils import ensure_tuple
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-VOLUME_ENDINGS = (".nii.gz", ".nii")
-PILLOW_ENDINGS = (".png", ".bmp", ".jpg", ".jpeg")
-TIFF_ENDINGS = (".tif", ".tiff")
-NATURAL_ENDINGS = PILLOW_ENDINGS + TIFF_ENDINGS
-IMAGE_ENDINGS = VOLUME_ENDINGS + NATURAL_ENDINGS
-LOSSY_ENDINGS = (".jpg", ".jpeg")
+from segnet.data.formats import LOSSY_ENDINGS, TIFF_ENDINGS, VOLUME_ENDINGS, image_ending, is_natural
+
 STAMP_KEY = "segnet"  # the PNG text chunk that holds the model that made a label map
 
 # Pillow's modes segnet reads: grey at 1, 8, 16 or 32 bits, and RGB. What to do with the others.
@@ -48,16 +44,6 @@ MODE_ADVICE = {
 
 class UnreadableFormat(ValueError):
     """A natural image whose pixel kind segnet does not read; the message says what to do."""
-
-
-def image_ending(path: str | Path) -> str | None:
-    """The image ending of a file name (.nii.gz, .png, ...), lower case; None for any other file."""
-    name = Path(path).name.lower()
-    return next((e for e in IMAGE_ENDINGS if name.endswith(e)), None)
-
-
-def is_natural(path: str | Path) -> bool:
-    return image_ending(path) in NATURAL_ENDINGS
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where used: dataset.json is read by commands that never load torch
+    import torch
 
 THRESHOLD = 0.5  # a voxel is in a region where its sigmoid exceeds this, as nnU-Net converts
 
@@ -44,6 +46,8 @@ class Regions:
     def masks(self, label: torch.Tensor) -> torch.Tensor:
         """(N, regions, *spatial) float: which voxels of an integer label map (N, 1, *spatial), or of
         one holding integers as floats, each region covers."""
+        import torch
+
         label = label.round().long() if label.is_floating_point() else label
         return torch.cat([torch.isin(label, torch.tensor(region, device=label.device)) for region in self.values],
                          dim=1).float()
@@ -51,8 +55,12 @@ class Regions:
     def label_map(self, probabilities: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
         """The label map (*spatial) of region probabilities (regions, *spatial): each region painted
         with its class_order value where its probability exceeds THRESHOLD, in that order."""
-        out = (torch.zeros_like if isinstance(probabilities, torch.Tensor) else np.zeros_like)(
-            probabilities[0], dtype=torch.long if isinstance(probabilities, torch.Tensor) else np.int64)
+        if isinstance(probabilities, np.ndarray):
+            out = np.zeros(probabilities.shape[1:], np.int64)
+        else:
+            import torch
+
+            out = probabilities.new_zeros(probabilities.shape[1:], dtype=torch.long)
         for region, value in enumerate(self.class_order):
             out[probabilities[region] > THRESHOLD] = value
         return out

@@ -14,7 +14,8 @@ from matplotlib.figure import Figure  # drawn without pyplot: no backend chosen 
 from scipy import ndimage
 
 from segnet.data.dataset_json import image_stem
-from segnet.data.image_files import is_natural, read_array
+from segnet.data.formats import is_natural
+from segnet.data.image_files import read_array
 from segnet.files import atomic_path
 
 RANKS = ("worst", "median", "best")

@@ -23,7 +23,8 @@ from monai.data import MetaTensor
 from monai.transforms import Invertd
 
 from segnet.data.dataset_json import Case, image_stem
-from segnet.data.image_files import IMAGE_ENDINGS, file_channels, label_ending, read_stamp, write_label
+from segnet.data.formats import IMAGE_ENDINGS
+from segnet.data.image_files import file_channels, label_ending, read_stamp, write_label
 from segnet.data.regions import Regions, output_names
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError

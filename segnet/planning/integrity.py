@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.data.formats import is_natural
 from segnet.data.headers import MAX_VOXELS, header_problem, read_problem
-from segnet.data.image_files import is_natural
 from segnet.errors import DatasetError
 
 AFFINE_TOLERANCE = 1e-3  # mm (origin) and mm per voxel (direction x spacing), as nnU-Net allows

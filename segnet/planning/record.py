@@ -35,7 +35,7 @@ from segnet.planning.fingerprint import case_fingerprint, summarize
 from segnet.planning.integrity import check_case, duplicates, raise_problems
 
 log = logging.getLogger(__name__)
-CHECK_CODE = ("segnet.data.dataset_json", "segnet.data.headers", "segnet.data.image_files",
+CHECK_CODE = ("segnet.data.dataset_json", "segnet.data.formats", "segnet.data.headers", "segnet.data.image_files",
               "segnet.planning.integrity", "segnet.planning.fingerprint", "segnet.planning.record")
 CHECK_LIBRARIES = ("monai", "nibabel", "numpy", "PIL", "tifffile")
 RECORD = "fingerprint.json"
