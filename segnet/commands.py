@@ -141,7 +141,7 @@ segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate
                                 "segnet.evaluation.evaluation_arguments:evaluation_inputs")
 """segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
 style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv,
-predictions/<case>.nii.gz (in each image's own geometry) and, per class, cases_<class>.png (its
+predictions/<case>.nii.gz (in each image's own geometry and format) and, per class, cases_<class>.png (its
 worst, median and best case: segnet.evaluation.pictures) in the run folder."""
 
 segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postprocess:postprocess")
