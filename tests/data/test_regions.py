@@ -136,3 +136,8 @@ def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilitie
     assert probabilities.shape == (3, 16, 16, 8) and probabilities.min() >= 0 and probabilities.max() <= 1
     written = np.asarray(nib.load(out / "tumour_000.nii.gz").dataobj)
     assert np.array_equal(written, BRATS.label_map(probabilities))  # the written map is its regions painted
+    final = run / "checkpoints" / "final.ckpt"
+    predict(compose_config([f"ckpt_path=[{final},{final}]", f"input={root / 'imagesTr' / 'tumour_000_0000.nii.gz'}",
+                            f"output={tmp_path / 'twice'}", "op=python", "save_probabilities=true"], name="predict"))
+    twice = np.load(tmp_path / "twice" / "tumour_000.npz")["probabilities"]
+    assert np.allclose(twice, probabilities, atol=1e-6)  # an ensemble averages its models' sigmoids
