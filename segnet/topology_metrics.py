@@ -25,7 +25,6 @@ from skimage.measure import euler_number
 from skimage.morphology import skeletonize
 
 from segnet.errors import ConfigError
-from segnet.metrics import unit_mask
 
 TOPOLOGY_METRICS = ("clDice", "Betti0 error", "Betti1 error")
 
@@ -68,7 +67,7 @@ def topology_scores(prediction: np.ndarray, reference: np.ndarray,
     segnet.data.regions)} of TOPOLOGY_METRICS between two label maps."""
     scores: dict[str, list[float]] = {metric: [] for metric in TOPOLOGY_METRICS}
     for values in units:
-        pred, ref = unit_mask(prediction, values), unit_mask(reference, values)
+        pred, ref = np.isin(prediction, values), np.isin(reference, values)
         scores["clDice"].append(cldice(pred, ref))
         (p0, p1), (r0, r1) = betti_numbers(pred), betti_numbers(ref)
         scores["Betti0 error"].append(float(abs(p0 - r0)))
