@@ -7,6 +7,8 @@ placements within each loss. The sweep folders are written as Hydra and training
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -217,3 +219,12 @@ def test_a_loss_sweep_pairs_losses_within_placements_and_placements_within_losse
     assert rows["loss=edge", "HD95", "input_skips"]["verdict"] == "better"
     assert float(rows["loss=dice_ce", "HD95", "input_skips"]["mean_difference"]) == 0.0
     assert (tmp_path / "ablation-layer.md").is_file() and (tmp_path / "ablation.md").is_file()
+
+
+def test_the_report_reads_its_tables_without_torch_or_monai():
+    # scripts/ablation_report.py pairs numbers from CSVs; importing torch would add seconds to every report
+    code = ("import sys, segnet.evaluation.ablation, segnet.evaluation.statistics; "
+            "print(sorted(m for m in ('torch', 'monai', 'lightning') if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == "[]"
