@@ -62,7 +62,8 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
     cases = []
     for name, found in sorted(channels.items()):
         files = [found[c] for c in range(len(found)) if c in found]
-        held = sum(file_channels(path) for path in files)
+        # a file per channel needs no header read; a file holding several (an RGB PNG) is counted
+        held = len(files) if len(files) == in_channels else sum(file_channels(path) for path in files)
         if len(files) != len(found) or held != in_channels:
             raise DatasetError(
                 f"case {name} in {source} has channel file(s) {sorted(found)} holding {held} channel(s) but the "
