@@ -35,6 +35,7 @@ from timing import median_ms  # scripts/timing.py: Python puts this script's fol
 from segnet.config import CONF
 from segnet.model.dice_ce import dice_ce_loss
 from segnet.model.edge_loss import EPS, EdgeMatchingLoss
+from segnet.model.foreground import ForegroundUnits
 from segnet.model.loss_terms import TERMS, TrainingLoss
 from segnet.model.network import build_network
 
@@ -91,14 +92,15 @@ def bench_batch(dims: int, batch: tuple[int, ...], device: str, min_run_time: fl
 
     step_ms = median_ms(step, min_run_time)
     logits = net(image).detach().requires_grad_()
-    edges = {"fused": EdgeMatchingLoss(CLASSES), "python": PythonEdges(CLASSES), "monai": MonaiEdges(CLASSES)}
+    units = ForegroundUnits(CLASSES)
+    edges = {"fused": EdgeMatchingLoss(units), "python": PythonEdges(units), "monai": MonaiEdges(units)}
     values = {name: loss(logits, label, spacing) for name, loss in edges.items()}
     for name, value in values.items():  # the same loss, whichever way its edges are computed
         torch.testing.assert_close(value, values["fused"], rtol=1e-5, atol=1e-6, msg=f"{name}: another loss")
     edge_ms = {name: timed_term(loss, logits, (label, spacing), min_run_time) for name, loss in edges.items()}
     edge_rows = [share_row(batch, name, step_ms, ms, edge_ms["fused"]) for name, ms in edge_ms.items()]
     maps = {"distance": torch.randn(batch[0], CLASSES - 1, *batch[1:], generator=generator).to(device),
-            "skeleton": label}
+            "skeleton": units.masks(label)}
     term_ms = {}
     for term in TERMS[1:]:
         loss = TrainingLoss({"dice_ce": {"weight": 0.0}, term: {"weight": 1.0}}, CLASSES, None, 1)

@@ -1,7 +1,7 @@
 """The training loss as a weighted sum of terms (conf/loss/, `loss.<term>.weight`):
 
 - dice_ce: Dice plus cross-entropy (segnet.model.dice_ce), deeply supervised where the model is;
-- edge: the softmax's edges matched to the label's through the op (segnet.model.edge_loss);
+- edge: the prediction's edges matched to the label's through the op (segnet.model.edge_loss);
 - hausdorff_dt: MONAI's HausdorffDTLoss (Karimi and Salcudean, IEEE TMI 2020), from distance
   transforms of the prediction and the label;
 - cldice: MONAI's SoftclDiceLoss (Shit et al., CVPR 2021), on soft skeletons, for thin and
@@ -10,7 +10,9 @@
   Kirchhoff et al.'s Skeleton Recall on tubed skeletons (segnet.model.map_losses), both maps made
   once per case into the preprocessed cache (segnet.preprocessing.maps): data=folder only.
 
-A term of weight 0 is not built. Every term but dice_ce ramps in: its weight grows linearly from
+The terms besides dice_ce score each foreground unit (segnet.model.foreground): the softmax's
+classes but the background, or, with region-based labels, each region's sigmoid against the
+region's mask. A term of weight 0 is not built. Every term but dice_ce ramps in: its weight grows linearly from
 0 over the first loss.ramp_steps steps, because a boundary term on an untrained network's diffuse
 softmax only adds noise (Kervadec et al. raise their boundary term's weight during training
 too). The added terms score the full-resolution output; deep supervision stays dice_ce's.
@@ -29,6 +31,7 @@ from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.model.dice_ce import dice_ce_loss
 from segnet.model.edge_loss import EdgeMatchingLoss
+from segnet.model.foreground import ForegroundUnits
 from segnet.model.map_losses import BoundaryLoss, SkeletonRecallLoss
 
 TERMS = ("dice_ce", "edge", "hausdorff_dt", "cldice", "boundary", "skeleton_recall")
@@ -51,22 +54,34 @@ def required_maps(settings: dict[str, Any]) -> list[str]:
             if float(settings.get(name, {}).get("weight", 0)) != 0]
 
 
-def build_term(name: str, settings: dict[str, Any], classes: int, ignore_label: int | None,
-               backend: str) -> nn.Module:
+class OnUnits(nn.Module):
+    """A MONAI loss of probabilities and one-hot targets, given the foreground units' (every channel
+    is a foreground unit, so MONAI's include_background keeps them all)."""
+
+    def __init__(self, loss: nn.Module, units: ForegroundUnits):
+        super().__init__()
+        self.loss = loss
+        self.units = units
+
+    def forward(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        probabilities = self.units.probabilities(logits)
+        return self.loss(probabilities, self.units.masks(label, probabilities.dtype))
+
+
+def build_term(name: str, settings: dict[str, Any], units: ForegroundUnits, backend: str) -> nn.Module:
     """One added term, called as term(logits, label) or, with a TERM_INPUT, term(logits, label, input)."""
-    if name in MASKLESS and ignore_label is not None:
-        raise ConfigError(f"loss.{name} cannot leave out the ignore label ({ignore_label}) of this dataset; "
+    if name in MASKLESS and units.ignore_label is not None:
+        raise ConfigError(f"loss.{name} cannot leave out the ignore label ({units.ignore_label}) of this dataset; "
                          f"set loss.{name}.weight=0 or use loss.edge, which can")
     if name == "edge":
-        return EdgeMatchingLoss(classes, settings.get("band_mm", 2.0), backend, ignore_label)
+        return EdgeMatchingLoss(units, settings.get("band_mm", 2.0), backend)
     if name == "boundary":
-        return BoundaryLoss(ignore_label)
+        return BoundaryLoss(units)
     if name == "skeleton_recall":
-        return SkeletonRecallLoss(classes)
+        return SkeletonRecallLoss(units)
     if name == "hausdorff_dt":
-        return HausdorffDTLoss(include_background=False, to_onehot_y=True, softmax=True)
-    return SoftclDiceLoss(iter_=int(settings.get("iterations", 3)), include_background=False, to_onehot_y=True,
-                          softmax=True)
+        return OnUnits(HausdorffDTLoss(include_background=True), units)
+    return OnUnits(SoftclDiceLoss(iter_=int(settings.get("iterations", 3)), include_background=True), units)
 
 
 class TrainingLoss(nn.Module):
@@ -81,13 +96,9 @@ class TrainingLoss(nn.Module):
         if not self.weights:
             raise ConfigError("loss: every term has weight 0; give one a weight, e.g. loss.dice_ce.weight=1")
         self.ramp_steps = int(settings.get("ramp_steps", 0))
-        added = sorted(set(self.weights) - {"dice_ce"})
-        if regions is not None and added:
-            raise ConfigError(f"loss term(s) {', '.join(added)} score a softmax over classes; with region-based "
-                              "labels the loss is dice_ce's region form (Dice + binary cross-entropy per region): "
-                              f"set {', '.join(f'loss.{name}.weight=0' for name in added)}")
         self.dice_ce = dice_ce_loss(ignore_label, levels, regions) if "dice_ce" in self.weights else None
-        self.added = nn.ModuleDict({name: build_term(name, settings[name], classes, ignore_label, backend)
+        units = ForegroundUnits(classes, regions, ignore_label)
+        self.added = nn.ModuleDict({name: build_term(name, settings[name], units, backend)
                                     for name in self.weights if name != "dice_ce"})
 
     def ramp(self, step: int) -> float:
@@ -107,8 +118,8 @@ class TrainingLoss(nn.Module):
             parts["dice_ce"] = self.dice_ce(outputs, label)
         for name, term in self.added.items():
             needs = TERM_INPUT.get(name)
-            if needs is None:  # MONAI's: softmax in float32 at least, under autocast too
-                parts[name] = term(full.to(torch.promote_types(full.dtype, torch.float32)), label)
+            if needs is None:
+                parts[name] = term(full, label)
             elif needs in inputs:
                 parts[name] = term(full, label, inputs[needs])
             else:

@@ -6,10 +6,10 @@
         <case>.image.npy       float32 (channels, *spatial): what evaluation's loading chain gives
         <case>.label.npy       the smallest unsigned integer type that holds the labels, (1, *spatial)
         <case>.foreground.npy  int32 (K, 1 + 3): sampled voxels of each foreground class, (class, x, y, z)
-        maps-<key of the maps' code>/<case>.<map><2|3>d.npy
+        maps-<key of the maps' units and code>/<case>.<map><2|3>d.npy
                                maps derived from the label for a 2D or 3D plan's loss terms, made on
-                               demand (segnet.preprocessing.maps) and read only by the code that
-                               made them
+                               demand (segnet.preprocessing.maps) and read only for the units and
+                               by the code that made them
         <case>.json            properties: source files, shape, spacing, affine; written last, so a
                                case is complete exactly when its .json exists and names the sources
                                as they are now
@@ -103,19 +103,10 @@ class PreprocessedCase:
     def foreground(self) -> np.ndarray:
         return np.load(self.path("foreground"))
 
-    def map_path(self, kind: str, dims: int) -> Path:
-        """A derived map's file for a 2D or 3D plan, in the folder of the version of the code that
-        makes the maps: a map that other code made is another file."""
-        from segnet.preprocessing.maps import maps_key  # which builds on this module
-        return self.folder / f"maps-{maps_key()}" / f"{self.name}.{kind}{dims}d.npy"
-
     def map_files(self) -> list[Path]:
         """This case's derived maps, whatever code made them."""
         name = glob.escape(self.name)
         return [path for kind in DERIVED_MAPS for path in self.folder.glob(f"maps-*/{name}.{kind}[23]d.npy")]
-
-    def map(self, kind: str, dims: int) -> np.ndarray:
-        return np.load(self.map_path(kind, dims), mmap_mode="r")
 
     def is_current(self, case: Case) -> bool:
         """Complete, and made from the case's sources as they are now."""

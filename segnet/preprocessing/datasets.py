@@ -15,6 +15,7 @@ same box, and every crop carries its case's spacing (mm, of the preprocessed gri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,6 +24,9 @@ from monai.utils import MAX_SEED
 from torch.utils.data import Dataset
 
 from segnet.preprocessing.cache import PreprocessedCase
+
+if TYPE_CHECKING:  # scipy and scikit-image load where maps are made, not in every worker
+    from segnet.preprocessing.maps import DerivedMaps
 
 POSITIVE_SHARE = 2 / 3
 
@@ -52,7 +56,7 @@ def read_box(array: np.ndarray, start: Sequence[int], size: Sequence[int]) -> np
 
 class CropDataset(Dataset, Randomizable):
     """samples_per_volume crops of each case: {"image": float32 (C, *crop), "label": (1, *crop),
-    "spacing": float64 (3,), and each of `maps` (its (K, *crop) crop)}.
+    "spacing": float64 (3,), and each of the label's derived `maps` (its (units, *crop) crop)}.
 
     `patch` is the training patch (3 axes; a 2D patch is one slice thick), `margin` the voxels
     read beyond it on each side, `augment` what the workers do to each crop afterwards (the
@@ -65,10 +69,10 @@ class CropDataset(Dataset, Randomizable):
 
     def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
                  margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False,
-                 maps: Sequence[str] = (), regions: Sequence[Sequence[int]] | None = None):
+                 maps: DerivedMaps | None = None, regions: Sequence[Sequence[int]] | None = None):
         self.entries = list(entries)
         self.regions = [list(values) for values in regions] if regions else None
-        self.maps = list(maps)
+        self.maps = maps
         self.patch, self.margin = list(patch), list(margin)
         self.samples_per_volume = samples_per_volume
         self.augment = augment
@@ -113,7 +117,7 @@ class CropDataset(Dataset, Randomizable):
     def __getitem__(self, index: int) -> list[dict]:
         entry = self.entries[index]
         image, label, foreground = entry.image(), entry.label(), entry.foreground()
-        maps = {kind: entry.map(kind, 2 if self.squeeze_last else 3) for kind in self.maps}
+        maps = self.maps.read(entry) if self.maps is not None else {}
         spacing = torch.tensor(entry.properties()["spacing"], dtype=torch.float64)
         return [{**self.crop(image, label, foreground, maps), "spacing": spacing}
                 for _ in range(self.samples_per_volume)]

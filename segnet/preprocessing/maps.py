@@ -2,27 +2,32 @@
 case, on demand, into the preprocessed cache beside the label, and read by memory map with the
 crops (segnet.preprocessing.datasets), so no training step ever computes them.
 
-- distance (loss.boundary): float16 (K, *spatial), for each foreground class k the signed
-  distance in mm to its boundary, by scipy's exact Euclidean distance transform on the plan's
-  grid: outside the class the distance to its nearest voxel, inside minus the distance to the
-  nearest voxel of another class. A class a case lacks is +diagonal everywhere (the farthest any
-  voxel can be), one that fills the case -diagonal.
-- skeleton (loss.skeleton_recall): uint8 (1, *spatial), the class number on each foreground
-  class's skeleton (scikit-image's skeletonize), thickened by one voxel across its faces within
-  the class: Skeleton Recall's tubed skeleton, which survives the nearest-neighbour resampling of
-  augmentation better than a one-voxel line.
+- distance (loss.boundary): float16 (U, *spatial), for each foreground unit the signed distance in
+  mm to its boundary, by scipy's exact Euclidean distance transform on the plan's grid: outside
+  the unit the distance to its nearest voxel, inside minus the distance to the nearest voxel
+  outside it. A unit a case lacks is +diagonal everywhere (the farthest any voxel can be), one
+  that fills the case -diagonal.
+- skeleton (loss.skeleton_recall): uint8 (U, *spatial), 1 on each foreground unit's skeleton
+  (scikit-image's skeletonize), thickened by one voxel across its faces within the unit: Skeleton
+  Recall's tubed skeleton, which survives the nearest-neighbour resampling of augmentation better
+  than a one-voxel line. A channel per unit, because regions overlap and so do their skeletons.
 
-A 2D plan's maps are per slice (the last axis, as its crops are): distances within the slice and
-skeletons of the slice. The ignore label is no class. A case rebuilt in the cache drops its maps
-(PreprocessedCase.write), so they always belong to its label; and they lie in a folder named by
-the version of the code that makes them (maps_key), so a map that other code made (this module
-before an edit, another scipy, scikit-image or numpy) is made again, never read.
+The foreground units (segnet.data.regions) are what the loss scores: the classes but the
+background, or the regions of a region-based dataset. A 2D plan's maps are per slice (the last
+axis, as its crops are): distances within the slice and skeletons of the slice. The ignore label
+is in no unit. A case rebuilt in the cache drops its maps (PreprocessedCase.write), so they
+always belong to its label; and they lie in a folder named by the units and by the version of
+the code that makes them (DerivedMaps.key), so a map of other units (dataset.json's classes or
+regions changed) or that other code made (this module before an edit, another scipy,
+scikit-image or numpy) is made again, never read.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import ndimage
@@ -37,12 +42,6 @@ from segnet.preprocessing.cache import DERIVED_MAPS, PreprocessedCase
 # above, so its version is known by its import name.
 MAPS_CODE = ("segnet.preprocessing.maps",)
 MAPS_LIBRARIES = ("numpy", "scipy", "skimage")
-
-
-def maps_key() -> str:
-    """The version of the code that makes the maps, which names the folder of their files
-    (PreprocessedCase.map_path)."""
-    return digest(code_version(MAPS_CODE, MAPS_LIBRARIES))
 
 
 def signed_distance(mask: np.ndarray, spacing: Sequence[float]) -> np.ndarray:
@@ -68,37 +67,60 @@ def per_slice(spatial: np.ndarray, dims: int, make) -> np.ndarray:
     return np.stack([make(spatial[..., d]) for d in range(spatial.shape[-1])], axis=-1)
 
 
-def distance_map(label: np.ndarray, classes: int, spacing: Sequence[float], dims: int) -> np.ndarray:
-    """(classes - 1, *spatial) float16 signed distances of the foreground classes of a (1, *spatial) label."""
-    return np.stack([per_slice(label[0] == k, dims, lambda m: signed_distance(m, spacing[: m.ndim]))
-                     for k in range(1, classes)]).astype(np.float16)
+def unit_masks(label: np.ndarray, units: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """The boolean mask of each foreground unit (its label values) in a (1, *spatial) label."""
+    return [np.isin(label[0], unit) for unit in units]
 
 
-def skeleton_map(label: np.ndarray, classes: int, dims: int) -> np.ndarray:
-    """(1, *spatial) uint8: each foreground class's number on its tubed skeleton, 0 elsewhere."""
-    out = np.zeros(label.shape, np.uint8)
-    for k in range(1, classes):
-        out[0][per_slice(label[0] == k, dims, tubed_skeleton)] = k
-    return out
+def distance_map(label: np.ndarray, units: Sequence[Sequence[int]], spacing: Sequence[float],
+                 dims: int) -> np.ndarray:
+    """(units, *spatial) float16 signed distances of the foreground units of a (1, *spatial) label."""
+    return np.stack([per_slice(mask, dims, lambda m: signed_distance(m, spacing[: m.ndim]))
+                     for mask in unit_masks(label, units)]).astype(np.float16)
 
 
-def ensure_maps(entries: Sequence[PreprocessedCase], maps: Sequence[str], classes: int, dims: int) -> None:
-    """Make the maps an entry lacks, under its case's lock (ranks and folds share a cache), each
-    file written whole under a temporary name."""
-    unknown = sorted(set(maps) - set(DERIVED_MAPS))
-    if unknown:
-        raise ValueError(f"unknown derived map(s) {unknown}; the maps are {', '.join(DERIVED_MAPS)}")
-    for entry in entries:
-        missing = [kind for kind in maps if not entry.map_path(kind, dims).is_file()]
-        if not missing:
-            continue
-        with exclusive(entry.folder / f".{entry.name}.lock"):
-            label = entry.label(mmap=False)
-            spacing = entry.properties()["spacing"]
-            for kind in missing:
-                if entry.map_path(kind, dims).is_file():  # another process made it while this one waited
-                    continue
-                array = (distance_map(label, classes, spacing, dims) if kind == "distance"
-                         else skeleton_map(label, classes, dims))
-                with atomic_path(entry.map_path(kind, dims)) as temporary:
-                    np.save(temporary, array)
+def skeleton_map(label: np.ndarray, units: Sequence[Sequence[int]], dims: int) -> np.ndarray:
+    """(units, *spatial) uint8: 1 on each foreground unit's tubed skeleton, 0 elsewhere."""
+    return np.stack([per_slice(mask, dims, tubed_skeleton) for mask in unit_masks(label, units)]).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class DerivedMaps:
+    """The label's maps a run's loss reads: their kinds, of which foreground units (one tuple of
+    label values each), on a 2D or 3D plan's grid."""
+    kinds: tuple[str, ...]
+    units: tuple[tuple[int, ...], ...]
+    dims: int
+
+    def __post_init__(self):
+        unknown = sorted(set(self.kinds) - set(DERIVED_MAPS))
+        if unknown:
+            raise ValueError(f"unknown derived map(s) {unknown}; the maps are {', '.join(DERIVED_MAPS)}")
+
+    def key(self) -> str:
+        """What the maps are of and what makes them, which names the folder of their files."""
+        return digest({**code_version(MAPS_CODE, MAPS_LIBRARIES), "units": [list(unit) for unit in self.units]})
+
+    def path(self, entry: PreprocessedCase, kind: str) -> Path:
+        return entry.folder / f"maps-{self.key()}" / f"{entry.name}.{kind}{self.dims}d.npy"
+
+    def read(self, entry: PreprocessedCase) -> dict[str, np.ndarray]:
+        """{kind: its (units, *spatial) map of the entry}, memory-mapped."""
+        return {kind: np.load(self.path(entry, kind), mmap_mode="r") for kind in self.kinds}
+
+    def ensure(self, entries: Sequence[PreprocessedCase]) -> None:
+        """Make the maps an entry lacks, under its case's lock (ranks and folds share a cache), each
+        file written whole under a temporary name."""
+        for entry in entries:
+            if all(self.path(entry, kind).is_file() for kind in self.kinds):
+                continue
+            with exclusive(entry.folder / f".{entry.name}.lock"):
+                label = entry.label(mmap=False)
+                spacing = entry.properties()["spacing"]
+                for kind in self.kinds:
+                    if self.path(entry, kind).is_file():  # made already, or by another process while this one waited
+                        continue
+                    array = (distance_map(label, self.units, spacing, self.dims) if kind == "distance"
+                             else skeleton_map(label, self.units, self.dims))
+                    with atomic_path(self.path(entry, kind)) as temporary:
+                        np.save(temporary, array)

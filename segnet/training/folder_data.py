@@ -19,12 +19,13 @@ from torch.utils.data import DataLoader
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.regions import foreground_units
 from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler
 from segnet.data.splits import choose_split
 from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
 from segnet.errors import ConfigError
 from segnet.preprocessing.datasets import CropDataset, VolumeDataset
-from segnet.preprocessing.maps import ensure_maps
+from segnet.preprocessing.maps import DerivedMaps
 from segnet.preprocessing.preprocess import preprocess
 from segnet.training.signals import ignore_stop_signals
 
@@ -81,8 +82,13 @@ class FolderDataModule(L.LightningDataModule):
         loss reads."""
         entries = preprocess(self.description, self.description.labelled, self.geometry, self.cache_dir,
                              self.num_workers)
-        ensure_maps(list(entries.values()), self.maps, self.description.num_classes, self.spatial_dims)
+        self.derived_maps().ensure(list(entries.values()))
         return entries
+
+    def derived_maps(self) -> DerivedMaps:
+        """The maps the loss reads, of the units it scores (the classes', or the regions')."""
+        units = foreground_units(self.description.num_classes, self.description.regions)
+        return DerivedMaps(tuple(self.maps), tuple(units), self.spatial_dims)
 
     def setup(self, stage: str | None = None) -> None:
         if hasattr(self, "val_set"):
@@ -115,7 +121,7 @@ class FolderDataModule(L.LightningDataModule):
             augment = None
         regions = self.description.regions
         return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
-                           squeeze_last=self.spatial_dims == 2, maps=self.maps,
+                           squeeze_last=self.spatial_dims == 2, maps=self.derived_maps() if self.maps else None,
                            regions=regions.values if regions is not None else None)
 
     def train_dataloader(self) -> DataLoader:

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from monai.losses import SoftclDiceLoss
 
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.regions import Regions
-from segnet.errors import ConfigError, DatasetError
+from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.generated.phantom import save_nifti
 from segnet.generated.tumour import write_tumour_dataset
@@ -78,10 +79,41 @@ def test_region_loss_is_dice_plus_binary_cross_entropy_per_region_and_leaves_out
     assert loss(logits, ignored).item() != pytest.approx(RegionLoss(BRATS)(logits, label).item(), rel=1e-3)
 
 
-def test_other_loss_terms_are_refused_with_regions_by_name():
-    settings = {"dice_ce": {"weight": 1.0}, "edge": {"weight": 0.5}, "ramp_steps": 0}
-    with pytest.raises(ConfigError, match=r"loss term\(s\) edge score a softmax .* set loss.edge.weight=0"):
-        TrainingLoss(settings, 4, None, 1, "python", BRATS)
+def one_region_at_a_time(logits: torch.Tensor, label: torch.Tensor, region: int, ignore_label: int | None):
+    """Region `region` of a BraTS batch as a problem of two classes: a softmax over (0, its logit)
+    is its sigmoid, its mask the label (the ignore label kept, as 2)."""
+    binary = BRATS.masks(label)[:, region : region + 1]
+    if ignore_label is not None:
+        binary[label == ignore_label] = 2
+    return torch.cat([torch.zeros_like(logits[:, :1]), logits[:, region : region + 1]], dim=1), binary
+
+
+def alone(term: str) -> dict:
+    return {"dice_ce": {"weight": 0.0}, term: {"weight": 1.0}, "ramp_steps": 0}
+
+
+@pytest.mark.parametrize("ignore_label", [None, 4])
+def test_the_other_loss_terms_score_each_region_s_sigmoid_as_a_class_of_its_own(ignore_label):
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(2, 3, 12, 10, dtype=torch.float64, generator=generator)
+    label = torch.randint(0, 4, (2, 1, 12, 10), generator=generator).double()
+    if ignore_label is not None:
+        label[..., :3, :] = ignore_label
+    spacing = [[1.0, 1.0]] * 2
+    maps = {"distance": torch.randn(2, 3, 12, 10, dtype=torch.float64, generator=generator),
+            "skeleton": BRATS.masks(label)}  # any 0/1 map per region will do as the skeletons
+    terms = ["edge", "boundary", "skeleton_recall"] + (["hausdorff_dt"] if ignore_label is None else [])
+    for term in terms:
+        value = TrainingLoss(alone(term), 4, ignore_label, 1, "python", BRATS)(logits, label, 0, spacing, maps)
+        binary = TrainingLoss(alone(term), 2, None if ignore_label is None else 2, 1, "python")
+        per_region = [binary(*one_region_at_a_time(logits, label, region, ignore_label), 0, spacing,
+                             {kind: array[:, region : region + 1] for kind, array in maps.items()})[term]
+                      for region in range(3)]
+        assert value[term].item() == pytest.approx(torch.stack(per_region).mean().item(), rel=1e-9), term
+    if ignore_label is None:  # clDice sums over the channels before its ratio: MONAI's own, on the sigmoids
+        cldice = TrainingLoss(alone("cldice"), 4, None, 1, "python", BRATS)(logits, label, 0, spacing)["cldice"]
+        expected = SoftclDiceLoss(iter_=3, sigmoid=True)(logits, BRATS.masks(label).double())
+        assert cldice.item() == pytest.approx(expected.item(), rel=1e-9)
 
 
 def test_crops_pick_a_region_then_a_voxel_of_it(tmp_path):
@@ -115,18 +147,38 @@ def test_regions_are_scored_by_name_on_their_values_in_both_label_maps(tmp_path)
     assert by_class["2"]["Dice"] == 0.0  # as classes, value 2 is missed entirely
 
 
-@pytest.mark.parametrize("dims", [2, 3])
-def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilities(tmp_path, dims):
+def ignore_the_first_rows(root, value: int = 4) -> None:
+    """A region dataset annotated partially: label `value`, named "ignore", on each case's first rows."""
+    description = json.loads((root / "dataset.json").read_text())
+    description["labels"]["ignore"] = value
+    (root / "dataset.json").write_text(json.dumps(description))
+    for path in (root / "labelsTr").glob("*.nii.gz"):
+        image = nib.load(path)
+        label = np.asarray(image.dataobj).copy()
+        label[:3] = value
+        nib.save(nib.Nifti1Image(label, image.affine), path)
+
+
+# 2D: with an ignore label and the boundary term on per-region distance maps; 3D: with the edge term
+@pytest.mark.parametrize("dims,loss", [(2, "boundary"), (3, "edge")])
+def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilities(tmp_path, dims, loss):
     from segnet.training.train import train
 
     root = write_tumour_dataset(tmp_path / "tumour", cases=4, size=16)
+    if dims == 2:
+        ignore_the_first_rows(root)
     run = tmp_path / "run"
     patch = "[16,16]" if dims == 2 else "[16,16,8]"
     train(compose_config(["data=folder", f"data.root={root}", f"data.spatial_dims={dims}", "data.num_folds=2",
                           "data.num_workers=0", "op=python", "data.steps_per_epoch=2", f"data.patch_size={patch}",
+                          f"data.cache_dir={tmp_path / 'cache'}", f"loss={loss}", "loss.ramp_steps=0",
                           *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     metrics = json.loads((run / "metrics.json").read_text())
     assert list(metrics["val_dice_per_class"]) == ["whole_tumor", "tumor_core", "enhancing_tumor"]
+    assert all(np.isfinite(list(metrics["val_dice_per_class"].values())))
+    distances = sorted((tmp_path / "cache").rglob("*.distance2d.npy"))
+    if dims == 2:  # one channel per region, the ignored rows in none
+        assert len(distances) == 4 and np.load(distances[0]).shape == (3, 16, 16, 8)
     out = tmp_path / "out"
     predict(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={root / 'imagesTr'}",
                             f"output={out}", "op=python", "save_probabilities=true"], name="predict"))

@@ -14,6 +14,7 @@ from helpers.training import compose_config
 from segnet.errors import ConfigError
 from segnet.model.dice_ce import dice_ce_loss
 from segnet.model.edge_loss import EdgeMatchingLoss, band_radius, dilate
+from segnet.model.foreground import ForegroundUnits
 from segnet.model.loss_terms import TrainingLoss, required_maps
 from segnet.model.map_losses import BoundaryLoss, SkeletonRecallLoss
 
@@ -36,13 +37,13 @@ def test_edge_loss_by_hand_on_a_step(backend):
     # softmax is flat, sqrt(eps) everywhere.
     logits, label = step_case()
     edge, flat = math.sqrt(0.25 + EPS), math.sqrt(EPS)
-    on_boundary = EdgeMatchingLoss(2, band_mm=0.0, backend=backend)(logits, label, [[1.0, 1.0]])
+    on_boundary = EdgeMatchingLoss(ForegroundUnits(2), band_mm=0.0, backend=backend)(logits, label, [[1.0, 1.0]])
     assert on_boundary.item() == pytest.approx(edge - flat, rel=1e-12)
     # A band of 1 mm takes in the two flat ends too, where both sides are flat.
-    widened = EdgeMatchingLoss(2, band_mm=1.0, backend=backend)(logits, label, [[1.0, 1.0]])
+    widened = EdgeMatchingLoss(ForegroundUnits(2), band_mm=1.0, backend=backend)(logits, label, [[1.0, 1.0]])
     assert widened.item() == pytest.approx(2 * (edge - flat) / 4, rel=1e-12)
     # The same 1 mm on 2 mm columns is under a voxel: the band stays on the boundary.
-    coarse = EdgeMatchingLoss(2, band_mm=1.0, backend=backend)(logits, label, [[1.0, 2.5]])
+    coarse = EdgeMatchingLoss(ForegroundUnits(2), band_mm=1.0, backend=backend)(logits, label, [[1.0, 2.5]])
     assert coarse.item() == pytest.approx(edge - flat, rel=1e-12)
 
 
@@ -59,7 +60,7 @@ def test_edge_loss_gradcheck_through_the_fused_op_in_float64():
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(2, 3, 6, 7, dtype=torch.float64, generator=generator).requires_grad_()
     label = torch.randint(0, 3, (2, 1, 6, 7), generator=generator).double()
-    loss = EdgeMatchingLoss(3, band_mm=1.0, backend="cpp")
+    loss = EdgeMatchingLoss(ForegroundUnits(3), band_mm=1.0, backend="cpp")
     assert torch.autograd.gradcheck(lambda z: loss(z, label, [[1.0, 1.0]] * 2), (logits,))
 
 
@@ -72,7 +73,7 @@ def test_edge_loss_is_the_same_through_every_backend(shape):
     values = []
     for backend in ("python", "cpp"):
         z = logits.clone().requires_grad_()
-        value = EdgeMatchingLoss(shape[1], 2.0, backend)(z, label, spacing)
+        value = EdgeMatchingLoss(ForegroundUnits(shape[1]), 2.0, backend)(z, label, spacing)
         value.backward()
         values.append((value.detach(), z.grad))
     assert torch.allclose(values[0][0], values[1][0], rtol=1e-12)
@@ -85,7 +86,7 @@ def test_a_shifted_boundary_costs_more_than_the_right_one():
     foreground = 8 * label - 4  # softmax sigmoid(8) inside, sigmoid(-8) outside
     right = torch.cat([-foreground, foreground], dim=1)
     shifted = right.roll(3, dims=-1)
-    loss = EdgeMatchingLoss(2, band_mm=2.0)
+    loss = EdgeMatchingLoss(ForegroundUnits(2), band_mm=2.0)
     assert loss(right, label, [[1.0, 1.0]]) < 0.01
     assert loss(shifted, label, [[1.0, 1.0]]) > 0.1
 
@@ -97,13 +98,13 @@ def test_the_ignored_region_and_its_rim_are_left_out():
     logits = torch.randn(1, 2, 12, 12, generator=generator)
     other = logits.clone()
     other[..., :, 6:] = torch.randn(1, 2, 12, 6, generator=generator)  # only inside the ignored half
-    loss = EdgeMatchingLoss(2, band_mm=1.0, ignore_label=2)
+    loss = EdgeMatchingLoss(ForegroundUnits(2, ignore_label=2), band_mm=1.0)
     assert loss(other, label, [[1.0, 1.0]]).item() == pytest.approx(loss(logits, label, [[1.0, 1.0]]).item())
 
 
 def test_a_batch_without_boundaries_gives_zero_with_a_gradient():
     logits = torch.randn(1, 2, 8, 8, requires_grad=True)
-    value = EdgeMatchingLoss(2)(logits, torch.zeros(1, 1, 8, 8), [[1.0, 1.0]])
+    value = EdgeMatchingLoss(ForegroundUnits(2))(logits, torch.zeros(1, 1, 8, 8), [[1.0, 1.0]])
     value.backward()
     assert value.item() == 0.0 and torch.equal(logits.grad, torch.zeros_like(logits))
 
@@ -140,7 +141,8 @@ def test_the_terms_are_the_libraries_own():
     assert parts["hausdorff_dt"].item() == pytest.approx(monai.item(), rel=1e-6)
     cldice = SoftclDiceLoss(iter_=3, include_background=False, to_onehot_y=True, softmax=True)(logits, label)
     assert parts["cldice"].item() == pytest.approx(cldice.item(), rel=1e-6)
-    assert parts["edge"].item() == pytest.approx(EdgeMatchingLoss(3)(logits, label, spacing).item(), rel=1e-6)
+    edge = EdgeMatchingLoss(ForegroundUnits(3))(logits, label, spacing)
+    assert parts["edge"].item() == pytest.approx(edge.item(), rel=1e-6)
 
 
 def test_weight_zero_terms_are_not_built_and_deep_supervision_stays_dice_ce_s():
@@ -186,19 +188,21 @@ def test_boundary_loss_by_hand():
     # confident prediction of the class inside only takes the negative distances.
     distance = torch.tensor([[[[3.0, 1.0, -1.0, -2.0]]]])
     label = torch.tensor([[[[0.0, 0.0, 1.0, 1.0]]]])
-    assert BoundaryLoss()(torch.zeros(1, 2, 1, 4), label, distance).item() == pytest.approx(0.25 / 2)
+    assert BoundaryLoss(ForegroundUnits(2))(torch.zeros(1, 2, 1, 4), label, distance).item() == pytest.approx(0.25 / 2)
     confident = torch.tensor([[[[20.0, 20.0, -20.0, -20.0]], [[-20.0, -20.0, 20.0, 20.0]]]])
-    assert BoundaryLoss()(confident, label, distance).item() == pytest.approx(-3.0 / 4, rel=1e-6)
+    assert BoundaryLoss(ForegroundUnits(2))(confident, label, distance).item() == pytest.approx(-3.0 / 4, rel=1e-6)
     # with the last voxel ignored, the mean runs over the three known ones
     ignored = torch.tensor([[[[0.0, 0.0, 1.0, 3.0]]]])
-    assert BoundaryLoss(ignore_label=3)(torch.zeros(1, 2, 1, 4), ignored, distance).item() == pytest.approx(1.5 / 3)
+    with_ignored = BoundaryLoss(ForegroundUnits(2, ignore_label=3))(torch.zeros(1, 2, 1, 4), ignored, distance)
+    assert with_ignored.item() == pytest.approx(1.5 / 3)
 
 
 def test_skeleton_recall_by_hand():
     # class 1's skeleton has 2 voxels, class 2 none: recalls (2 p + 1) / 3 and 1
-    skeleton = torch.tensor([[[[0.0, 1.0, 1.0, 0.0]]]])
+    label = torch.tensor([[[[0.0, 1.0, 1.0, 0.0]]]])
+    skeleton = torch.tensor([[[[0, 1, 1, 0]], [[0, 0, 0, 0]]]], dtype=torch.uint8)
     uniform = torch.zeros(1, 3, 1, 4)  # p = 1/3 everywhere
-    loss = SkeletonRecallLoss(3)(uniform, skeleton, skeleton)
+    loss = SkeletonRecallLoss(ForegroundUnits(3))(uniform, label, skeleton)
     assert loss.item() == pytest.approx(1 - ((2 / 3 + 1) / 3 + 1) / 2)
 
 
@@ -207,17 +211,20 @@ def test_map_terms_gradcheck_in_float64():
     logits = torch.randn(2, 3, 5, 6, dtype=torch.float64, generator=generator).requires_grad_()
     label = torch.randint(0, 3, (2, 1, 5, 6), generator=generator).double()
     distance = torch.randn(2, 2, 5, 6, dtype=torch.float64, generator=generator)
-    assert torch.autograd.gradcheck(lambda z: BoundaryLoss()(z, label, distance), (logits,))
-    assert torch.autograd.gradcheck(lambda z: SkeletonRecallLoss(3)(z, label, label), (logits,))
+    assert torch.autograd.gradcheck(lambda z: BoundaryLoss(ForegroundUnits(3))(z, label, distance), (logits,))
+    tubes = ForegroundUnits(3).masks(label)
+    assert torch.autograd.gradcheck(lambda z: SkeletonRecallLoss(ForegroundUnits(3))(z, label, tubes), (logits,))
 
 
 def test_map_terms_read_the_batch_s_maps_and_say_where_they_come_from():
     logits, label, spacing = random_case()
     loss = TrainingLoss(settings(boundary=0.5, skeleton_recall=1.0), 3, None, 1)
     distance = torch.randn(2, 2, 16, 16)
-    parts = loss(logits, label, 0, spacing, {"distance": distance, "skeleton": label})
-    assert parts["boundary"].item() == pytest.approx(BoundaryLoss()(logits, label, distance).item())
-    assert parts["skeleton_recall"].item() == pytest.approx(SkeletonRecallLoss(3)(logits, label, label).item())
+    tubes = ForegroundUnits(3).masks(label)
+    parts = loss(logits, label, 0, spacing, {"distance": distance, "skeleton": tubes})
+    assert parts["boundary"].item() == pytest.approx(BoundaryLoss(ForegroundUnits(3))(logits, label, distance).item())
+    assert parts["skeleton_recall"].item() == pytest.approx(
+        SkeletonRecallLoss(ForegroundUnits(3))(logits, label, tubes).item())
     assert required_maps(settings(boundary=0.5, skeleton_recall=1.0)) == ["distance", "skeleton"]
     assert required_maps(settings(edge=1.0)) == []
     with pytest.raises(ConfigError, match=r"loss.boundary needs the label's distance maps.*data=folder"):

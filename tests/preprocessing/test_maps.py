@@ -23,14 +23,15 @@ from segnet.data import derived
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.derived import code_version, library_version
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.regions import foreground_units
 from segnet.data.transforms import augmentation_transforms
 from segnet.preprocessing import maps
 from segnet.preprocessing.datasets import CropDataset
 from segnet.preprocessing.maps import (
     MAPS_CODE,
     MAPS_LIBRARIES,
+    DerivedMaps,
     distance_map,
-    ensure_maps,
     signed_distance,
     skeleton_map,
 )
@@ -63,7 +64,7 @@ def test_signed_distances_by_hand_and_as_scipy_makes_them():
 def test_the_distance_map_holds_every_foreground_class_per_slice_in_2d(dims):
     label = square_label()
     spacing = [1.0, 2.0, 3.0]
-    maps = distance_map(label, 4, spacing, dims)
+    maps = distance_map(label, [(1,), (2,), (3,)], spacing, dims)
     assert maps.shape == (3, *label.shape[1:]) and maps.dtype == np.float16
     for k in (1, 2):
         if dims == 2:  # within each slice, the slice axis unseen
@@ -77,13 +78,25 @@ def test_the_distance_map_holds_every_foreground_class_per_slice_in_2d(dims):
 def test_tubed_skeletons_are_scikit_image_s_thickened_within_the_class():
     label = np.zeros((1, 15, 30, 1), np.uint8)
     label[0, 3:10, 2:28] = 1  # a bar 7 rows thick
-    skeleton = skeleton_map(label, 2, dims=2)[0, ..., 0]
+    skeleton = skeleton_map(label, [(1,)], dims=2)[0, ..., 0]
     mask = label[0, ..., 0] == 1
     line = skeletonize(mask)
     tube = ndimage.binary_dilation(line, ndimage.generate_binary_structure(2, 1)) & mask
     np.testing.assert_array_equal(skeleton == 1, tube)
     assert (skeleton[6, 5:25] == 1).all() and (skeleton[5, 5:25] == 1).all()  # the centre row and its neighbour
     assert not skeleton[3].any() and not skeleton[:, :2].any()  # nothing on the bar's edge or outside it
+
+
+def test_overlapping_regions_have_a_channel_each():
+    label = square_label()
+    label[0, 5:7, 3:6] = 3  # inside class 1's block: the regions {1, 3} and {3} nest
+    spacing = [1.0, 1.0, 1.0]
+    distance = distance_map(label, [(1, 3), (3,)], spacing, 2)
+    np.testing.assert_allclose(distance[0, ..., 0], signed_distance(np.isin(label[0, ..., 0], (1, 3)), spacing[:2]),
+                               rtol=1e-3, atol=1e-2)
+    skeleton = skeleton_map(label, [(1, 3), (3,)], 2)
+    assert skeleton.shape == (2, *label.shape[1:])
+    assert (skeleton[0] & skeleton[1]).any()  # a voxel on both regions' skeletons
 
 
 @pytest.fixture
@@ -94,21 +107,40 @@ def cached(tmp_path):
     return description, entries
 
 
+def of_classes(description, kinds=("distance", "skeleton"), dims=3) -> DerivedMaps:
+    return DerivedMaps(tuple(kinds), tuple(foreground_units(description.num_classes, None)), dims)
+
+
 def test_maps_are_made_once_on_demand_and_dropped_with_a_rebuilt_case(cached):
     description, entries = cached
-    assert not entries[0].map_path("distance", 3).exists()
-    ensure_maps(entries, ["distance", "skeleton"], description.num_classes, 3)
-    first = entries[0].map_path("distance", 3).stat().st_mtime_ns
-    np.testing.assert_allclose(entries[0].map("distance", 3).astype(np.float32),
-                               distance_map(entries[0].label(), description.num_classes,
-                                            entries[0].properties()["spacing"], 3).astype(np.float32))
-    ensure_maps(entries, ["distance"], description.num_classes, 3)
-    assert entries[0].map_path("distance", 3).stat().st_mtime_ns == first
-    entry = entries[0]
+    maps, entry = of_classes(description), entries[0]
+    assert not maps.path(entry, "distance").exists()
+    maps.ensure(entries)
+    first = maps.path(entry, "distance").stat().st_mtime_ns
+    np.testing.assert_allclose(maps.read(entry)["distance"].astype(np.float32),
+                               distance_map(entry.label(), maps.units, entry.properties()["spacing"], 3)
+                               .astype(np.float32))
+    of_classes(description, ["distance"]).ensure(entries)
+    assert maps.path(entry, "distance").stat().st_mtime_ns == first
     entry.write(entry.properties()["sources"], entry.image(mmap=False), entry.label(mmap=False), entry.properties())
-    assert not entry.map_path("distance", 3).exists() and not entry.map_path("skeleton", 3).exists()
+    assert not maps.path(entry, "distance").exists() and not maps.path(entry, "skeleton").exists()
     with pytest.raises(ValueError, match="unknown derived map"):
-        ensure_maps(entries, ["distances"], description.num_classes, 3)
+        of_classes(description, ["distances"])
+
+
+def test_maps_of_other_units_are_other_files(cached):
+    # dataset.json's labels turned into regions over the same label files: the cached label stays
+    # current, but its maps are of other units
+    description, entries = cached
+    classes = of_classes(description, ["distance"])
+    regions = DerivedMaps(("distance",), ((1, 2), (2,)), 3)
+    classes.ensure(entries[:1])
+    regions.ensure(entries[:1])
+    assert classes.path(entries[0], "distance") != regions.path(entries[0], "distance")
+    label = entries[0].label()
+    expected = signed_distance(np.isin(label[0], (1, 2)), entries[0].properties()["spacing"])
+    np.testing.assert_allclose(regions.read(entries[0])["distance"][0].astype(np.float32), expected,
+                               rtol=1e-3, atol=2e-2)
 
 
 def edit_maps_source(monkeypatch):
@@ -151,29 +183,30 @@ def test_a_library_not_imported_is_known_by_its_distribution_s_version(monkeypat
 @pytest.mark.parametrize("change", OTHER_CODE)
 def test_maps_made_by_other_code_are_made_again_never_read(cached, monkeypatch, forgotten_code_versions, change):
     description, entries = cached
-    entry, classes = entries[0], description.num_classes
-    ensure_maps([entry], ["distance"], classes, 3)
-    made, old = entry.map_path("distance", 3), entry.map("distance", 3).copy()
+    entry, derived_maps = entries[0], of_classes(description, ["distance"])
+    derived_maps.ensure([entry])
+    made, old = derived_maps.path(entry, "distance"), derived_maps.read(entry)["distance"].copy()
     calls = []  # new code, which flips the sign
     monkeypatch.setattr(maps, "distance_map", lambda *args: calls.append(args) or -distance_map(*args))
-    ensure_maps([entry], ["distance"], classes, 3)
-    assert calls == [] and entry.map_path("distance", 3) == made  # the same code's map, read as it is
+    derived_maps.ensure([entry])
+    assert calls == [] and derived_maps.path(entry, "distance") == made  # the same code's map, read as it is
     OTHER_CODE[change](monkeypatch)
     code_version.cache_clear()
-    ensure_maps([entry], ["distance"], classes, 3)
-    assert len(calls) == 1 and entry.map_path("distance", 3) != made
-    np.testing.assert_array_equal(entry.map("distance", 3), -old)
+    derived_maps.ensure([entry])
+    assert len(calls) == 1 and derived_maps.path(entry, "distance") != made
+    np.testing.assert_array_equal(derived_maps.read(entry)["distance"], -old)
     entry.write(entry.properties()["sources"], entry.image(mmap=False), entry.label(mmap=False), entry.properties())
-    assert not made.exists() and not entry.map_path("distance", 3).exists()  # a rebuilt case drops every code's
+    assert not made.exists() and not derived_maps.path(entry, "distance").exists()  # a rebuilt case drops every code's
 
 
 def test_crops_carry_the_maps_of_their_box_and_their_spacing(cached):
     description, entries = cached
-    ensure_maps(entries, ["distance", "skeleton"], description.num_classes, 3)
-    crops = CropDataset(entries, [8, 8, 8], samples_per_volume=20, maps=["distance", "skeleton"])
+    derived_maps = of_classes(description)
+    derived_maps.ensure(entries)
+    crops = CropDataset(entries, [8, 8, 8], samples_per_volume=20, maps=derived_maps)
     crops.set_random_state(0)
     label = entries[0].label()
-    phi = entries[0].map("distance", 3)[0]
+    phi = derived_maps.read(entries[0])["distance"][0]
     for sample in crops[0]:
         assert sample["distance"].shape == (description.num_classes - 1, 8, 8, 8)
         assert sample["distance"].dtype == torch.float32
@@ -201,8 +234,8 @@ def phantom_batch(n: int, size: int, dims: int):
     mask = np.sqrt((grid**2).sum(0)) < size / 4
     label = mask[None].astype(np.uint8)
     cube = label[..., None] if dims == 2 else label
-    distance = distance_map(cube, 2, [1.0] * 3, dims).astype(np.float32)
-    skeleton = skeleton_map(cube, 2, dims)
+    distance = distance_map(cube, [(1,)], [1.0] * 3, dims).astype(np.float32)
+    skeleton = skeleton_map(cube, [(1,)], dims)
     if dims == 2:
         distance, skeleton = distance[..., 0], skeleton[..., 0]
     expand = [n] + [1] * (dims + 1)
