@@ -99,7 +99,7 @@ def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid JSON ({error}); pass a plans.json from segnet-plan") from None
     missing = [key for key in ("orientation", "normalization", "configurations") if key not in plan]
     configurations = plan.get("configurations", {})
-    missing += [f"configurations.{c}" for c in ("2d", "3d") if c not in configurations]
+    missing += [] if "2d" in configurations else ["configurations.2d"]  # a 2D dataset's plan has no 3d
     missing += [f"configurations.{c}.{key}" for c in ("2d", "3d") if c in configurations
                 for key in CONFIGURATION_KEYS if key not in configurations[c]]
     if missing:
@@ -130,6 +130,10 @@ def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> Non
     batch it planned for its model, which a model sized by the plan trains with the network the
     plan proposes (size_network)."""
     dims = int(data.spatial_dims)
+    if f"{dims}d" not in plan["configurations"]:
+        raise ConfigError(f"{plan['dataset']} is a 2D dataset: its cases are one slice thick (median shape "
+                          f"{plan['median_shape']}, slicing axis {plan['slicing_axis']}), so its plan has no 3d "
+                          "configuration, as nnU-Net plans none; train it with data.spatial_dims=2")
     configuration = plan["configurations"][f"{dims}d"]
     if data.patch_size is None:
         strides = OmegaConf.to_container(model, resolve=True)["strides"]

@@ -64,8 +64,12 @@ def target_spacing(spacings: np.ndarray, shapes: np.ndarray) -> np.ndarray:
     return target
 
 
-def slicing_axis(spacing: Sequence[float]) -> int:
-    """The lowest-resolution axis (ties: the last, S for isotropic data)."""
+def slicing_axis(spacing: Sequence[float], median_shape: Sequence[float]) -> int:
+    """The axis a 2D dataset's images lack (one voxel thick: natural images, single slices), else
+    the lowest-resolution axis (ties: the last, S for isotropic data)."""
+    flat = [a for a in range(len(median_shape)) if median_shape[a] <= 1]
+    if flat:
+        return flat[-1]
     spacing = list(spacing)
     return max(range(len(spacing)), key=lambda a: (spacing[a], a))
 
@@ -224,7 +228,7 @@ def plan_dataset(
     spacings = np.array([c["spacing"] for c in cases], np.float64)
     shapes = np.array([c["shape"] for c in cases], np.float64)
     ras_target = target_spacing(spacings, shapes)
-    axis = slicing_axis(ras_target)
+    axis = slicing_axis(ras_target, np.median(shapes, axis=0))
     order = [RAS.index(code) for code in orientation(axis)]  # plan axis -> RAS axis
     spacing = ras_target[order]
     resampled = shapes[:, order] * spacings[:, order] / spacing
@@ -233,8 +237,10 @@ def plan_dataset(
     configurations = {}
     # The networks built to count bytes and FLOPs draw on a forked generator: the run's seeded
     # stream, which initializes the network that trains next, owes nothing to what planning counted.
+    # A 2D dataset (one slice per case) has no 3D configuration, as nnU-Net plans none for it.
+    planned_dims = (2, 3) if median_shape[2] > 1 else (2,)
     with torch.random.fork_rng(devices=[]):
-        for dims in (2, 3):
+        for dims in planned_dims:
             configurations[f"{dims}d"] = {
                 # 2D: in plane only; 0 keeps each case's own spacing along the slicing axis
                 "spacing": [_mm(s) for s in spacing[:2]] + ([_mm(spacing[2])] if dims == 3 else [0.0]),

@@ -100,7 +100,8 @@ def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, 
                      for entry, own in zip(source["normalization"], plan["normalization"], strict=True)]
     carried = {**plan, **{key: moved[key] for key in GEOMETRY}, "carried_from": str(path),
                "configurations": {name: {**configuration, "spacing": moved["configurations"][name]["spacing"]}
-                                  for name, configuration in plan["configurations"].items()},
+                                  for name, configuration in plan["configurations"].items()
+                                  if name in moved["configurations"]},
                "normalization": normalization if same_scale else plan["normalization"]}
     apply_plan(cfg.data, cfg.model, carried)  # its patch and batch are set already, and stay
     if same_scale:  # apply_plan keeps the normalization already set (the dataset's, or one given with the same

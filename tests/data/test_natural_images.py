@@ -16,7 +16,7 @@ from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.image_files import label_ending, read_label, read_stamp, write_label
 from segnet.data.transforms import eval_transforms
-from segnet.errors import DatasetError
+from segnet.errors import ConfigError, DatasetError
 from segnet.generated.fundus import write_fundus_dataset
 from segnet.inference.predict import predict
 from segnet.planning.record import dataset_fingerprint
@@ -119,6 +119,11 @@ def test_an_rgb_dataset_trains_and_predicts_png_label_maps_of_each_images_size(t
                          output_dir=run))
     metrics = json.loads((run / "metrics.json").read_text())
     assert list(metrics["val_dice_per_class"]) == ["vessel"] and 0 <= metrics["val_dice_mean"] <= 1
+    plan = json.loads((run / "plans.json").read_text())
+    assert list(plan["configurations"]) == ["2d"] and plan["slicing_axis"] == "S"
+    with pytest.raises(ConfigError, match=r"is a 2D dataset: its cases are one slice thick .* data.spatial_dims=2"):
+        train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=2", "op=python", *TINY_MODEL,
+                              *TINY_TRAINER], output_dir=tmp_path / "in3d"))
     images = tmp_path / "photos"
     images.mkdir()
     for case in description.training[:2]:  # a folder of photographs, one with another size

@@ -32,6 +32,7 @@ from segnet.planning.planner import (
     patch_and_batch,
     plan_dataset,
     saved_bytes_per_voxel,
+    slicing_axis,
     target_spacing,
 )
 from segnet.planning.record import dataset_fingerprint
@@ -70,6 +71,11 @@ def test_target_spacing_is_the_median_unless_strongly_anisotropic():
 
 def test_the_slicing_axis_is_the_coarsest_and_goes_last():
     assert orientation(2) == "RAS" and orientation(0) == "ASR" and orientation(1) == "RSA"
+    assert slicing_axis([3.0, 0.8, 0.8], [40, 200, 200]) == 0
+    assert slicing_axis([1.0, 1.0, 1.0], [200, 200, 200]) == 2  # ties: the last
+    # a 2D dataset is sliced along the axis its images lack, whatever that axis's spacing
+    assert slicing_axis([0.8, 0.8, 0.5], [512, 512, 1]) == 2
+    assert slicing_axis([0.8, 0.5, 0.8], [512, 1, 512]) == 1
 
 
 def test_saved_bytes_scale_with_the_patch_voxels():
@@ -375,7 +381,7 @@ def test_a_plan_passed_in_that_does_not_fit_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="is not valid JSON"):
         read_plan(path, description)
     path.write_text(json.dumps({"orientation": "RAS", "normalization": [{"scheme": "zscore"}]}))
-    with pytest.raises(ConfigError, match=r"is not a segnet plan \(it lacks configurations, configurations.2d, "):
+    with pytest.raises(ConfigError, match=r"is not a segnet plan \(it lacks configurations, configurations.2d\)"):
         read_plan(path, description)
     plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), CROPS_PER_VOLUME)
     path.write_text(json.dumps({**plan, "normalization": plan["normalization"] * 2}))
