@@ -1,12 +1,14 @@
 """Postprocessing rules, as segnet-postprocess decides them on the cross-validation (nnU-Net's
 "keep the largest connected component"): of the foreground as a whole, then of each class
-listed, every other component set to background. A run folder's postprocessing.json holds
-them; prediction and evaluation apply them to every label map (postprocessing=auto finds the
-file beside the checkpoint's run)."""
+listed, or, with region-based labels, of each region listed in turn (its label values together),
+every other component set to background. A run folder's postprocessing.json holds them;
+prediction and evaluation apply them to every label map (postprocessing=auto finds the file
+beside the checkpoint's run)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from segnet.data.regions import foreground_units
+from segnet.data.regions import Regions, foreground_units
 from segnet.errors import ConfigError
 from segnet.metrics import dice_per_class, drop_ignored
 
@@ -25,16 +27,20 @@ FILE = "postprocessing.json"
 class Rules:
     foreground: bool = False  # the largest component of all foreground classes together
     classes: tuple[int, ...] = ()  # then the largest component of each of these classes alone
+    regions: tuple[tuple[int, ...], ...] = ()  # or of each of these regions (its label values), in this order
 
     def apply(self, label_map: np.ndarray) -> np.ndarray:
         if self.foreground:
             label_map = largest_component(label_map, None)
         for label in self.classes:
             label_map = largest_component(label_map, [label])
+        for values in self.regions:
+            label_map = largest_component(label_map, list(values))
         return label_map
 
     def to_json(self) -> dict:
-        return {"foreground_largest_component": self.foreground, "classes_largest_component": list(self.classes)}
+        return {"foreground_largest_component": self.foreground, "classes_largest_component": list(self.classes),
+                "regions_largest_component": [list(values) for values in self.regions]}
 
 
 NONE = Rules()
@@ -55,25 +61,36 @@ def largest_component(label_map: np.ndarray, labels: list[int] | None) -> np.nda
 TRIALS = ("none", "foreground", "classes", "foreground and classes")
 
 
-def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int,
-                ignore_label: int | None = None) -> dict[str, list[float]]:
-    """A case's Dice per foreground class under each trial of TRIALS."""
-    every_class = Rules(classes=tuple(range(1, num_classes)))
+def unit_dice(label_map: np.ndarray, reference: np.ndarray, units: Sequence[Sequence[int]],
+              ignore_label: int | None = None) -> list[float]:
+    """Dice of each foreground unit (a class, or a region's values) of a label map, the reference's
+    ignored voxels left out."""
+    kept, known, _ = drop_ignored(label_map.astype(np.int64), reference.astype(np.int64), ignore_label)
+    return dice_per_class(torch.from_numpy(kept), torch.from_numpy(known), units)
+
+
+def case_scores(prediction: np.ndarray, reference: np.ndarray, num_classes: int, ignore_label: int | None = None,
+                regions: Regions | None = None) -> dict[str, list[float]]:
+    """A case's Dice per foreground class under each trial of TRIALS; with regions, per region
+    under the first two (a region's rule is tried on top of those kept before it:
+    segnet.postprocessing.decide)."""
+    units = foreground_units(num_classes, regions)
     foreground = Rules(foreground=True).apply(prediction)
+    if regions is not None:
+        return {name: unit_dice(label_map, reference, units, ignore_label)
+                for name, label_map in zip(TRIALS[:2], (prediction, foreground), strict=True)}
+    every_class = Rules(classes=tuple(range(1, num_classes)))
     maps = (prediction, foreground, every_class.apply(prediction), every_class.apply(foreground))
-    scores = {}
-    for name, label_map in zip(TRIALS, maps, strict=True):
-        kept, known, _ = drop_ignored(label_map.astype(np.int64), reference.astype(np.int64), ignore_label)
-        scores[name] = dice_per_class(torch.from_numpy(kept), torch.from_numpy(known),
-                                      foreground_units(num_classes, None))
-    return scores
+    return {name: unit_dice(label_map, reference, units, ignore_label)
+            for name, label_map in zip(TRIALS, maps, strict=True)}
 
 
 def read_rules(path: Path) -> Rules:
     try:
         found = json.loads(path.read_text())
         classes = tuple(int(c) for c in found["classes_largest_component"])
-        return Rules(bool(found["foreground_largest_component"]), classes)
+        regions = tuple(tuple(int(v) for v in values) for values in found.get("regions_largest_component", []))
+        return Rules(bool(found["foreground_largest_component"]), classes, regions)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{path} is not a postprocessing file of segnet-postprocess ({error}); write it again "
                           "with segnet-postprocess, or predict with postprocessing=none") from None

@@ -24,7 +24,10 @@ class PostprocessingTrials(L.Callback):
     def on_validation_batch_end(self, trainer: L.Trainer, pl_module: SegmentationModule, outputs: torch.Tensor,
                                 batch: dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> None:
         if trainer.state.fn != TrainerFn.VALIDATING or pl_module.regions is not None:
-            return  # the validations within fit pick best.ckpt by Dice alone; the rules are per class
+            # the validations within fit pick best.ckpt by Dice alone; a region's rule is tried on top of
+            # those kept before it, over every case again (segnet.postprocessing.decide), which one
+            # validation's batches cannot do
+            return
         classes = len(pl_module.class_names)
         for name, prediction, label in zip(batch["name"], outputs, plain(batch["label"]), strict=True):
             trials = case_scores(prediction[0].cpu().numpy(), label[0].cpu().numpy(), classes, pl_module.ignore_label)

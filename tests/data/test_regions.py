@@ -23,6 +23,7 @@ from segnet.generated.tumour import write_tumour_dataset
 from segnet.inference.predict import predict
 from segnet.model.dice_ce import RegionLoss
 from segnet.model.loss_terms import TrainingLoss
+from segnet.postprocessing.postprocess import postprocess
 from segnet.preprocessing.datasets import POSITIVE_SHARE, CropDataset
 
 BRATS = Regions(values=((1, 2, 3), (2, 3), (3,)), class_order=(1, 2, 3))
@@ -179,6 +180,14 @@ def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilitie
     distances = sorted((tmp_path / "cache").rglob("*.distance2d.npy"))
     if dims == 2:  # one channel per region, the ignored rows in none
         assert len(distances) == 4 and np.load(distances[0]).shape == (3, 16, 16, 8)
+        # segnet-postprocess decides a rule per region, in turn, and names each trial
+        record = postprocess(compose_config([f"data.root={root}", f"runs=[{run}]", "tta=false", "op=python"],
+                                            output_dir=tmp_path / "decided", name="postprocess"))
+        regions = [f"largest component of {name}" for name in ("whole_tumor", "tumor_core", "enhancing_tumor")]
+        trials = record["decided_on"]["mean_dice_per_class"]
+        assert list(trials) == ["none", "foreground", *regions, "chosen"]
+        assert all(list(means) == ["whole_tumor", "tumor_core", "enhancing_tumor"] for means in trials.values())
+        assert set(map(tuple, record["regions_largest_component"])) <= set(BRATS.values)
     out = tmp_path / "out"
     predict(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={root / 'imagesTr'}",
                             f"output={out}", "op=python", "save_probabilities=true"], name="predict"))

@@ -16,11 +16,12 @@ from scipy import ndimage
 from helpers.checkpoints import MODEL_3D, rename_in_dataset_json, run_data, write_checkpoint
 from helpers.data import write_decathlon
 from helpers.training import compose_config, train_tiny_task
+from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluate import evaluate
 from segnet.evaluation.evaluator import Evaluator
-from segnet.inference.component_rules import FILE, NONE, Rules, case_scores, read_rules, rules_for
-from segnet.postprocessing.decide import decide
+from segnet.inference.component_rules import FILE, NONE, Rules, case_scores, read_rules, rules_for, unit_dice
+from segnet.postprocessing.decide import decide, decide_regions
 from segnet.postprocessing.postprocess import postprocess
 
 
@@ -55,6 +56,63 @@ def test_a_rule_is_kept_only_where_it_raises_the_mean_dice():
     assert rules == Rules(foreground=False, classes=(1,))  # class 1's island goes; class 2 keeps both squares
     assert means["chosen"] == pytest.approx([1.0, 1.0])
     assert decide([case_scores(reference, reference, 3)])[0] == NONE  # a tie changes nothing
+
+
+BRATS = Regions(values=((1, 2, 3), (2, 3), (3,)), class_order=(1, 2, 3))
+
+
+def two_tumour_case(stray_value: int) -> tuple[np.ndarray, np.ndarray]:
+    """A 2D case of BraTS's regions: a big tumour (whole 64 voxels, core 36, enhancing 4) and a
+    small one apart (16 voxels of value 1), predicted with stray voxels: 2 enhancing ones inside
+    the big tumour's core (stray_value 3), or 4 core ones inside the small tumour (2)."""
+    reference = np.zeros((20, 20), np.uint8)
+    reference[2:10, 2:10] = 1
+    reference[3:9, 3:9] = 2
+    reference[4:6, 4:6] = 3
+    reference[14:18, 14:18] = 1
+    prediction = reference.copy()
+    if stray_value == 3:
+        prediction[7:9, 7] = 3
+    else:
+        prediction[15:17, 15:17] = 2
+    return prediction, reference
+
+
+def decided_for_regions(prediction: np.ndarray, reference: np.ndarray):
+    """decide_regions on one case: the rules, the means, and the rules it tried, in order."""
+    tried = []
+
+    def rescore(rules):
+        tried.append(rules)
+        return [unit_dice(rules.apply(prediction), reference, BRATS.values)]
+
+    rules, means = decide_regions([case_scores(prediction, reference, 4, regions=BRATS)], BRATS,
+                                  ["whole", "core", "enhancing"], rescore)
+    return rules, means, tried
+
+
+def test_a_region_s_rule_is_tried_on_top_of_those_kept_and_changes_the_regions_it_shares_values_with(tmp_path):
+    prediction, reference = two_tumour_case(stray_value=3)
+    scores = case_scores(prediction, reference, 4, regions=BRATS)
+    assert set(scores) == {"none", "foreground"}
+    assert scores["none"] == pytest.approx([1.0, 1.0, 2 * 4 / (6 + 4)])
+    assert scores["foreground"] == pytest.approx([2 * 64 / (64 + 80), 1.0, 0.8])  # the small tumour goes
+    rules, means, tried = decided_for_regions(prediction, reference)
+    # the foreground's rule loses the small tumour; the whole tumour's does too; the core is one
+    # component; the enhancing tumour's drops the stray voxels to background, out of the core and
+    # the whole tumour too
+    assert tried == [Rules(regions=((1, 2, 3),)), Rules(regions=((2, 3),)), Rules(regions=((3,),))]
+    assert rules == Rules(regions=((3,),))
+    assert means["largest component of whole"] == pytest.approx([2 * 64 / (64 + 80), 1.0, 0.8])
+    assert means["chosen"] == pytest.approx([2 * 78 / (78 + 80), 2 * 34 / (34 + 36), 1.0])
+    (tmp_path / FILE).write_text(json.dumps(rules.to_json()))
+    assert read_rules(tmp_path / FILE) == rules
+    # the core's rule kept (its stray island in the small tumour goes), the enhancing tumour's is
+    # tried on top of it
+    rules, means, tried = decided_for_regions(*two_tumour_case(stray_value=2))
+    assert tried == [Rules(regions=((1, 2, 3),)), Rules(regions=((2, 3),)), Rules(regions=((2, 3), (3,)))]
+    assert rules == Rules(regions=((2, 3),))
+    assert means["chosen"] == pytest.approx([2 * 76 / (76 + 80), 1.0, 1.0])
 
 
 def test_the_rules_are_found_beside_the_checkpoints_and_must_agree(tmp_path):
