@@ -4,18 +4,25 @@ One checkpoint or several (an ensemble, e.g. the five folds: their softmax avera
 region-based labels their sigmoids, turned into a label map by the regions' class order), flip
 test-time augmentation over the model's own spatial axes, under the autocast the model trained
 with. Each image is loaded as in training (the plan stored in the checkpoint: orientation,
-spacing, normalization), predicted whole, and
-mapped back to its own voxel grid and affine by inverting the loading transforms: the label map
-(uint8, in the image's format: a NIfTI with the image's affine, a PNG of the image's size; see
-segnet.data.image_files) and, on request, the class probabilities (.npz).
+spacing, normalization), predicted whole, and mapped back to its own voxel grid and affine by
+inverting the loading transforms: the label map (uint8, in the image's format: a NIfTI with the
+image's affine, a PNG of the image's size; see segnet.data.image_files) and, on request, the
+class probabilities (.npz).
+
+An ensemble's models may come from several configurations (plans: a 2D and a 3D model, another
+spacing), as nnU-Net ensembles its configurations: the models of one configuration are averaged
+on its grid, and the configurations' probabilities, each mapped back to the image's grid, are
+averaged there with equal weights (five folds of one configuration count as one).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -74,42 +81,64 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
     return cases
 
 
+PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing")  # how a model loads and predicts an image
+SHARED_KEYS = ("class_names", "regions", "in_channels")  # what every model of an ensemble must agree on
+
+
+@dataclass
+class Configuration:
+    """The models of one plan: loaded alike, their probabilities averaged on the plan's grid."""
+    models: list[TrainedModel]
+    spatial_dims: int
+    # Loading as training loaded: the plan's normalization (None: per-volume z-score),
+    # orientation and spacing (None: as stored).
+    geometry: dict[str, Any]
+
+    @classmethod
+    def of(cls, models: list[TrainedModel]) -> Configuration:
+        data = models[0].data
+        return cls(models, int(data["spatial_dims"]), {key: data.get(key, default) for key, default in
+                                                        (("normalization", None), ("orientation", "RAS"),
+                                                         ("spacing", None))})
+
+    def plan(self) -> dict[str, Any]:
+        return {"spatial_dims": self.spatial_dims, **self.geometry}
+
+
 class Predictor:
-    """Class probabilities of one image from one model or the mean of several."""
+    """Class probabilities of one image from one model or the mean of several, by configuration."""
 
     def __init__(self, models: list[TrainedModel], tta: bool = False):
         first = models[0].data
         for model in models[1:]:
             other = model.data
-            for key in ("class_names", "regions", "in_channels", "spatial_dims", "normalization", "orientation",
-                        "spacing"):
+            for key in SHARED_KEYS:
                 if other.get(key) != first.get(key):
                     raise ConfigError(
                         f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs "
-                        f"{other.get(key)}; "
-                        "ensemble models trained on the same dataset and plan"
+                        f"{other.get(key)}; ensemble models trained on the same dataset's channels and classes "
+                        "(their plans may differ: each predicts in its own)"
                     )
+        by_plan: dict[str, list[TrainedModel]] = {}
+        for model in models:
+            by_plan.setdefault(json.dumps([model.data.get(key) for key in PLAN_KEYS]), []).append(model)
+        self.configurations = [Configuration.of(members) for members in by_plan.values()]
         self.models = models
         self.tta = tta
         self.class_names = list(first["class_names"])
         self.in_channels = int(first["in_channels"])
-        self.spatial_dims = int(first["spatial_dims"])
         self.ignore_label = first.get("ignore_label")
         self.regions = Regions.from_settings(first.get("regions"))
-        # Loading as training loaded: the plan's normalization (None: per-volume z-score),
-        # orientation and spacing (None: as stored).
-        self.geometry = {key: first.get(key, default)
-                         for key, default in (("normalization", None), ("orientation", "RAS"), ("spacing", None))}
 
     @torch.no_grad()
-    def probabilities(self, image: torch.Tensor) -> torch.Tensor:
-        """(classes, *spatial) float32 on the CPU, for one loaded image (C, *spatial); (regions,
-        *spatial) for region-based labels."""
+    def probabilities(self, image: torch.Tensor, configuration: Configuration) -> torch.Tensor:
+        """(classes, *spatial) float32 on the CPU, for one image loaded by `configuration`'s plan
+        (C, *spatial), its models' mean; (regions, *spatial) for region-based labels."""
         total = None
         # The model's own spatial axes: a 2D model on a volume predicts slice by slice along the
         # last axis, so flipping that axis would change nothing.
-        axes = range(2, 2 + self.spatial_dims)
-        for model in self.models:
+        axes = range(2, 2 + configuration.spatial_dims)
+        for model in configuration.models:
             batch = plain(image)[None].to(model.device)
             with training_autocast(model.precision, model.device):
                 regions = self.regions is not None
@@ -119,7 +148,7 @@ class Predictor:
                     p = probabilities_of(model.predict_logits(batch), regions)
             p = p.float().cpu()[0]
             total = p if total is None else total + p
-        return total / len(self.models)
+        return total / len(configuration.models)
 
     def label_map(self, probabilities: np.ndarray) -> np.ndarray:
         """The label map (uint8) of `probabilities`: the likeliest class, or the regions painted."""
@@ -148,23 +177,32 @@ class PredictionWriter:
         self.stamp = stamp
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
-        self.load = eval_transforms(with_label=False, **predictor.geometry)
+        self.loads = [eval_transforms(with_label=False, **c.geometry) for c in predictor.configurations]
         # Back to the image's voxel grid: undo the loading transforms (spacing, orientation) on
         # the class probabilities, interpolated linearly, and take the label map there, as
         # nnU-Net does: resampling a label map by nearest neighbour would make every boundary
         # of an upsampled prediction a staircase.
-        self.restore = Invertd(keys="prob", transform=self.load, orig_keys="image", nearest_interp=False)
+        self.restores = [Invertd(keys="prob", transform=load, orig_keys="image", nearest_interp=False)
+                         for load in self.loads]
 
-    def predict(self, image: torch.Tensor) -> torch.Tensor:
-        """Probabilities (classes, *spatial) of one loaded image."""
-        return self.predictor.probabilities(image)
+    def predict(self, image: torch.Tensor, configuration: Configuration) -> torch.Tensor:
+        """Probabilities (classes, *spatial) of one image loaded by `configuration`'s plan."""
+        return self.predictor.probabilities(image, configuration)
+
+    def restored_probabilities(self, case: Case) -> np.ndarray:
+        """The case's probabilities on its image's grid: each configuration's, mapped back, averaged."""
+        total = None
+        for configuration, load, restore in zip(self.predictor.configurations, self.loads, self.restores,
+                                                strict=True):
+            loaded = load_case(load, {"image": case_dicts([case])[0]["image"]})
+            meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
+            loaded["prob"] = MetaTensor(self.predict(loaded["image"], configuration), **meta)
+            restored = np.asarray(restore(loaded)["prob"], np.float32)
+            total = restored if total is None else total + restored
+        return total / len(self.predictor.configurations)
 
     def run_case(self, case: Case) -> Prediction:
-        loaded = load_case(self.load, {"image": case_dicts([case])[0]["image"]})
-        probabilities = self.predict(loaded["image"])
-        meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
-        loaded["prob"] = MetaTensor(probabilities, **meta)
-        restored = np.asarray(self.restore(loaded)["prob"], np.float32)
+        restored = self.restored_probabilities(case)
         unprocessed = self.predictor.label_map(restored)
         label_map = self.rules.apply(unprocessed)
         if self.save_probabilities:

@@ -3,12 +3,13 @@ models' outputs.
 
 segnet-predict records its model in the output folder (predicted_by.json) before it writes the
 first label map: the files the model is read from (each checkpoint of an ensemble, or an
-export's package and its model.json), each by its path and sha256, hashed once per run; the
-plan they share; tta; the postprocessing rules and the files they came from; and an id, a digest
-of all that but the paths (a checkpoint moved or copied is the same model). The op backend and
-the device are left out: they change no label map beyond rounding. Each label map carries the id
-in its header's description, written with it in one rename, so a folder that a run of another
-model overwrote in part still tells which model made each file.
+export's package and its model.json), each by its path and sha256, hashed once per run; their
+classes and the plan of each configuration; tta; the postprocessing rules and the files they
+came from; and an id, a digest of all that but the paths (a checkpoint moved or copied is the
+same model). The op backend and the device are left out: they change no label map beyond
+rounding. Each label map carries the id in its header's description, written with it in one
+rename, so a folder that a run of another model overwrote in part still tells which model made
+each file.
 
 The record is created only where there is none, whole, so processes predicting into one folder
 agree on it: a second one meets the first one's record and goes on with the same model; with
@@ -44,7 +45,7 @@ def identity(record: dict[str, Any]) -> dict[str, Any]:
 def model_record(files: list[Path], predictor: Predictor, rules: Rules, postprocessing_from: list[Path]) -> dict:
     """The record of a run predicting with the models read from `files` and these rules."""
     plan = {"class_names": predictor.class_names, "in_channels": predictor.in_channels,
-            "spatial_dims": predictor.spatial_dims, "ignore_label": predictor.ignore_label, **predictor.geometry}
+            "ignore_label": predictor.ignore_label, "configurations": [c.plan() for c in predictor.configurations]}
     record = {"models": [{"path": str(path.resolve()), "sha256": file_digest(path)} for path in files],
               "plan": plan, "tta": predictor.tta,
               "postprocessing": {"rules": rules.to_json(), "from": [str(p.resolve()) for p in postprocessing_from]}}

@@ -131,7 +131,7 @@ def test_means_leave_nan_cases_out():
 def load_as_trained(evaluator: Evaluator, image: str, label: str) -> torch.Tensor:
     """The label as the model's loader presents it next to its image (the plan's orientation and
     spacing): an oracle prediction."""
-    load = eval_transforms(with_label=True, **evaluator.predictor.geometry)
+    load = eval_transforms(with_label=True, **evaluator.predictor.configurations[0].geometry)
     return load({"image": image, "label": label})["label"][0]
 
 
@@ -155,7 +155,7 @@ def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):
     current = {}
     monkeypatch.setattr(
         evaluator, "predict",
-        lambda image: as_probabilities(load_as_trained(evaluator, current["image"], labels[current["image"]])),
+        lambda image, _: as_probabilities(load_as_trained(evaluator, current["image"], labels[current["image"]])),
     )
     results = []
     for case in description.training:
@@ -183,7 +183,8 @@ def test_the_model_is_shown_the_plans_grid_and_answered_on_it(oracle_evaluator):
     from nibabel.orientations import apply_orientation, axcodes2ornt, io_orientation, ornt_transform
 
     evaluator, description, monkeypatch = oracle_evaluator
-    orientation, spacing = evaluator.predictor.geometry["orientation"], evaluator.predictor.geometry["spacing"]
+    geometry = evaluator.predictor.configurations[0].geometry
+    orientation, spacing = geometry["orientation"], geometry["spacing"]
     # OBLIQUE_AFFINE: 0.8 mm along P, 1.2 along S, 2.5 along L; R, the coarsest, is the slicing axis
     assert orientation == "ASR" and spacing == pytest.approx([0.8, 1.2, 2.5])
 
@@ -194,7 +195,7 @@ def test_the_model_is_shown_the_plans_grid_and_answered_on_it(oracle_evaluator):
 
     shown = {}
 
-    def predict(image):
+    def predict(image, configuration):
         shown["image"] = image
         return as_probabilities(torch.from_numpy(on_plan_axes(shown["case"].label).astype(np.int64)))
 
@@ -226,7 +227,7 @@ def test_absent_class_is_nan_and_left_out_of_the_mean(oracle_evaluator, tmp_path
     from segnet.data.dataset_json import Case
 
     monkeypatch.setattr(evaluator, "predict",
-                        lambda image: as_probabilities(load_as_trained(evaluator, case.images[0], str(edited))))
+                        lambda image, _: as_probabilities(load_as_trained(evaluator, case.images[0], str(edited))))
     result = evaluator.run_case(Case(case.name, case.images, str(edited)))
     assert result.metrics["1"]["Dice"] == 1.0
     assert math.isnan(result.metrics["2"]["Dice"]) and math.isnan(result.metrics["2"]["HD95"])
@@ -253,8 +254,9 @@ def test_scanner_scale_and_offset_do_not_change_predictions(oracle_evaluator, tm
     rescaled = tmp_path / "rescaled.nii.gz"
     nib.save(nib.Nifti1Image(np.asarray(original.dataobj) * 3.0 + 500.0, original.affine), str(rescaled))
     load = eval_transforms(with_label=False)
-    first = evaluator.predict(load({"image": case.images[0]})["image"]).argmax(0)
-    second = evaluator.predict(load({"image": str(rescaled)})["image"]).argmax(0)
+    configuration = evaluator.predictor.configurations[0]
+    first = evaluator.predict(load({"image": case.images[0]})["image"], configuration).argmax(0)
+    second = evaluator.predict(load({"image": str(rescaled)})["image"], configuration).argmax(0)
     assert torch.equal(first, second)
 
 

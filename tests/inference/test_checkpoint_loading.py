@@ -63,7 +63,7 @@ def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path)
         seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
         return model.net(batch)
 
-    probabilities = Evaluator(dataclasses.replace(model, net=spy), tmp_path / "evaluation").predict(
-        torch.randn(1, 32, 32))
+    evaluator = Evaluator(dataclasses.replace(model, net=spy), tmp_path / "evaluation")
+    probabilities = evaluator.predict(torch.randn(1, 32, 32), evaluator.predictor.configurations[0])
     assert probabilities.shape == (3, 32, 32)
     assert seen == [(True, torch.bfloat16)]

@@ -197,7 +197,8 @@ def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog)
     assert made["models"] == [{"path": str(first.resolve()), "sha256": hashlib.sha256(first.read_bytes()).hexdigest()}]
     assert (made["tta"], made["plan"]["class_names"]) == (False, ["background", "core", "shell"])
     assert made["postprocessing"] == {"rules": {"foreground_largest_component": False,
-                                                "classes_largest_component": []}, "from": []}
+                                                "classes_largest_component": [], "regions_largest_component": []},
+                                      "from": []}
     assert stamps() == {"scan0.nii.gz": made["id"], "scan1.nii.gz": made["id"]}
     before = {path.name: path.stat().st_mtime_ns for path in out.iterdir()}
     # Another checkpoint, or the same one with flips: refused, both models named, nothing written.
@@ -242,3 +243,43 @@ def test_processes_predicting_into_one_folder_agree_on_its_model(tmp_path):
         claim(tmp_path, second, continuing=True, label_maps=[])
     assert read_record(tmp_path / RECORD) == first
     assert [path.name for path in tmp_path.iterdir()] == [RECORD]  # no temporary left
+
+
+def with_plan(checkpoint, path, **data):
+    """`checkpoint` as if trained under another plan: its data settings changed by `data`."""
+    other = torch.load(checkpoint, weights_only=True, map_location="cpu")
+    other["hyper_parameters"]["data"] = {**other["hyper_parameters"]["data"], **data}
+    torch.save(other, path)
+    return path
+
+
+@pytest.mark.slow
+def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(trained, tmp_path_factory, tmp_path):
+    # nnU-Net's ensemble of configurations: each predicts in its own plan and the configurations'
+    # probabilities are averaged on the image's grid, one weight each (two models of one plan
+    # count as one configuration)
+    root, run = trained
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    data = torch.load(checkpoint, weights_only=True, map_location="cpu")["hyper_parameters"]["data"]
+    coarse = with_plan(checkpoint, tmp_path / "coarse.ckpt", spacing=[2 * s for s in data["spacing"]])
+    _, flat_run = train_tiny_task(tmp_path_factory, "data.spatial_dims=2", "data.patch_size=[16,16]",
+                                  "data.batch_size=1")
+    flat = flat_run / "checkpoints" / "last.ckpt"  # a 2D model: slice by slice, in its own plan
+    scaled = scaled_head_copy(checkpoint, tmp_path / "scaled.ckpt")
+    image = root / "imagesTr" / "case_000.nii.gz"
+
+    def probabilities(name, *models):
+        predict(compose_config([f"ckpt_path=[{','.join(map(str, models))}]", f"input={image}", "tta=false",
+                                f"output={tmp_path / name}", "save_probabilities=true", "op=cpp"], name="predict"))
+        return np.load(tmp_path / name / "case_000.npz")["probabilities"]
+
+    alone = {name: probabilities(name, model) for name, model in
+             (("fine", checkpoint), ("scaled", scaled), ("coarse", coarse), ("flat", flat))}
+    assert not np.allclose(alone["fine"], alone["coarse"], atol=1e-3)
+    assert not np.allclose(alone["fine"], alone["flat"], atol=1e-3)
+    ensemble = probabilities("ensemble", checkpoint, scaled, coarse, flat)
+    expected = ((alone["fine"] + alone["scaled"]) / 2 + alone["coarse"] + alone["flat"]) / 3
+    assert ensemble.shape == (3, *nib.load(image).shape)
+    assert np.allclose(ensemble, expected, atol=1e-5)
+    record = json.loads((tmp_path / "ensemble" / RECORD).read_text())
+    assert [c["spatial_dims"] for c in record["plan"]["configurations"]] == [3, 3, 2]

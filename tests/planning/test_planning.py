@@ -241,7 +241,7 @@ def test_predictions_return_to_each_stored_geometry(tmp_path):
     geometry = {"orientation": plan["orientation"], "spacing": plan["configurations"]["3d"]["spacing"]}
 
     class Oracle(PredictionWriter):
-        def predict(self, image):
+        def predict(self, image, configuration):
             label = eval_transforms(True, **geometry)({"image": self.case.images[0], "label": self.case.label})["label"]
             return torch.nn.functional.one_hot(label[0].long(), 3).movedim(-1, 0).float()
 

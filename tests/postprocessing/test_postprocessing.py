@@ -151,8 +151,8 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
     (run / FILE).write_text(json.dumps({**record, **Rules(classes=(1,)).to_json()}))
     predict = Evaluator.predict
 
-    def with_an_island(self, image):
-        probabilities = predict(self, image).clone()
+    def with_an_island(self, image, configuration):
+        probabilities = predict(self, image, configuration).clone()
         probabilities[:, :2, :2, :2] = 0
         probabilities[1, :2, :2, :2] = 1
         return probabilities

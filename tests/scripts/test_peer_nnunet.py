@@ -55,7 +55,7 @@ def test_both_tools_train_for_the_budget_and_are_compared_on_the_same_cases(tmp_
     assert evaluated["checkpoint"].endswith("segnet_run/checkpoints/final.ckpt") and evaluated["tta"] is True
     assert evaluated["step"] == result["segnet"]["steps"]
     assert evaluated["postprocessing"]["rules"] == {"foreground_largest_component": False,
-                                                    "classes_largest_component": []}
+                                                    "classes_largest_component": [], "regions_largest_component": []}
     # one evaluator's scores for every run, on every validation case and class
     scored = {(row["variant"], row["case"], row["class"], row["metric"]) for row in result["scores"]}
     assert scored == {(tool, case, c, metric) for tool in tools for case in result["cases"]
