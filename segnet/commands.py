@@ -149,6 +149,11 @@ segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postpro
 raise the cross-validation's mean Dice, like nnU-Net's postprocessing determination; the rules
 go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
 
+segnet_find_best_configuration = hydra_command("find_best", "segnet.evaluation.find_best:find_best_configuration")
+"""segnet-find-best-configuration data.root=DATASET 'runs=[RUN, ...]': which configuration, or pair's
+ensemble, scores best on the cross-validation, like nnUNetv2_find_best_configuration; the choice,
+its paired statistics, its postprocessing and the segnet-predict command go into the output folder."""
+
 segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export",
                               output_folder=lambda output: output.parent)
 """segnet-export ckpt_path=CKPT [format=aoti|exported_program] [device=cpu|cuda] [output=model.pt2]:

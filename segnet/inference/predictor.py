@@ -81,6 +81,13 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
     return cases
 
 
+def label_map_of(probabilities: np.ndarray, regions: Regions | None) -> np.ndarray:
+    """The label map (uint8) of `probabilities`: the likeliest class, or the regions painted."""
+    if regions is None:
+        return probabilities.argmax(0).astype(np.uint8)
+    return regions.label_map(probabilities).astype(np.uint8)
+
+
 PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing")  # how a model loads and predicts an image
 SHARED_KEYS = ("class_names", "regions", "in_channels")  # what every model of an ensemble must agree on
 
@@ -151,10 +158,7 @@ class Predictor:
         return total / len(configuration.models)
 
     def label_map(self, probabilities: np.ndarray) -> np.ndarray:
-        """The label map (uint8) of `probabilities`: the likeliest class, or the regions painted."""
-        if self.regions is None:
-            return probabilities.argmax(0).astype(np.uint8)
-        return self.regions.label_map(probabilities).astype(np.uint8)
+        return label_map_of(probabilities, self.regions)
 
 
 

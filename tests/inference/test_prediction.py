@@ -48,6 +48,12 @@ def trained(tmp_path_factory):
                            "data.batch_size=1")
 
 
+@pytest.fixture(scope="module")
+def trained_2d(tmp_path_factory):
+    """A 2D model of the same task and fold as `trained`'s 3D one: another configuration."""
+    return train_tiny_task(tmp_path_factory, "data.spatial_dims=2", "data.patch_size=[16,16]", "data.batch_size=1")
+
+
 def run_script(command: str, args: list[str], out) -> subprocess.CompletedProcess:
     return run_command(command, *args, f"hydra.run.dir={out}/hydra")
 
@@ -254,7 +260,7 @@ def with_plan(checkpoint, path, **data):
 
 
 @pytest.mark.slow
-def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(trained, tmp_path_factory, tmp_path):
+def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(trained, trained_2d, tmp_path):
     # nnU-Net's ensemble of configurations: each predicts in its own plan and the configurations'
     # probabilities are averaged on the image's grid, one weight each (two models of one plan
     # count as one configuration)
@@ -262,9 +268,7 @@ def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(
     checkpoint = run / "checkpoints" / "last.ckpt"
     data = torch.load(checkpoint, weights_only=True, map_location="cpu")["hyper_parameters"]["data"]
     coarse = with_plan(checkpoint, tmp_path / "coarse.ckpt", spacing=[2 * s for s in data["spacing"]])
-    _, flat_run = train_tiny_task(tmp_path_factory, "data.spatial_dims=2", "data.patch_size=[16,16]",
-                                  "data.batch_size=1")
-    flat = flat_run / "checkpoints" / "last.ckpt"  # a 2D model: slice by slice, in its own plan
+    flat = trained_2d[1] / "checkpoints" / "last.ckpt"  # a 2D model: slice by slice, in its own plan
     scaled = scaled_head_copy(checkpoint, tmp_path / "scaled.ckpt")
     image = root / "imagesTr" / "case_000.nii.gz"
 
@@ -283,3 +287,31 @@ def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(
     assert np.allclose(ensemble, expected, atol=1e-5)
     record = json.loads((tmp_path / "ensemble" / RECORD).read_text())
     assert [c["spatial_dims"] for c in record["plan"]["configurations"]] == [3, 3, 2]
+
+
+@pytest.mark.slow
+def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_with_its_command(
+        trained, trained_2d, tmp_path):
+    from segnet.evaluation.find_best import find_best_configuration
+
+    root, run = trained
+    result = find_best_configuration(compose_config(
+        [f"data.root={root}", f"runs=[{run},{trained_2d[1]}]", "checkpoint=last.ckpt", "tta=false", "op=cpp"],
+        output_dir=tmp_path / "best", name="find_best"))
+    assert list(result["means"]) == ["3d", "2d", "3d + 2d"]
+    assert result["means"][result["best"]]["Dice"] == max(means["Dice"] for means in result["means"].values())
+    assert {row["variant"] for row in result["compared_with_best"]["Dice"]} == set(result["means"]) - {result["best"]}
+    scores = (tmp_path / "best" / "scores.csv").read_text().splitlines()
+    validated = sorted(path.stem for path in (tmp_path / "best" / "3d" / "fold_0").glob("*.nii.gz"))
+    assert len(scores) == 1 + 3 * len(validated) * 2 * 3  # candidates x cases x classes x metrics
+    assert (tmp_path / "best" / "best_configuration.png").is_file()
+    assert result["best"] in (tmp_path / "best" / "best_configuration.md").read_text()
+    # the command it prints predicts with the chosen models and its postprocessing
+    command = result["predict"].replace("INPUT_FOLDER", str(root / "imagesTr" / "case_000.nii.gz")).replace(
+        "OUTPUT_FOLDER", str(tmp_path / "predicted"))
+    ran = subprocess.run(command + f" hydra.run.dir={tmp_path}/h op=cpp", shell=True, capture_output=True, text=True,
+                         env={**os.environ, "HYDRA_FULL_ERROR": "0"}, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    record = json.loads((tmp_path / "predicted" / RECORD).read_text())
+    assert len(record["models"]) == len(result["configurations"])
+    assert record["postprocessing"]["from"] == [str((tmp_path / "best" / "postprocessing.json").resolve())]

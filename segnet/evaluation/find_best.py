@@ -1,0 +1,243 @@
+"""segnet-find-best-configuration: which configuration, or which pair's ensemble, to predict with,
+as nnUNetv2_find_best_configuration decides it on the cross-validation.
+
+The runs are training run folders of one dataset, grouped by the configuration each records (its
+spatial dims: 2d, 3d) and by fold: every configuration needs the same folds, and a fold the same
+validation cases in each. Each run predicts the cases it was validated on with its checkpoint
+(flipped as segnet-predict predicts, tta), keeping the probabilities on the image's grid
+(<output>/<configuration>/fold_<k>/). Every case is scored under every candidate
+(segnet.evaluation.candidates) by segnet-evaluate's evaluator, the best is chosen, and
+postprocessing is decided for it as segnet-postprocess decides (segnet.postprocessing.decide).
+
+Written to the output folder: best_configuration.json (the choice, its rule, every candidate's
+means, the paired comparisons with the best and the segnet-predict command that predicts with
+it), best_configuration.md and .png, scores.csv (every score), and the best's
+postprocessing.json, which the command names.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from segnet.checkpoints.paths import check_checkpoint_file
+from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
+from segnet.data.regions import foreground_units
+from segnet.errors import ConfigError
+from segnet.evaluation.candidates import METRICS, Candidate, candidates, choose, ensemble_probabilities
+from segnet.evaluation.evaluator import check_compatible, read_reference, score_case, select_cases
+from segnet.files import write_json
+from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
+from segnet.inference.loading import load_for_inference
+from segnet.inference.predict import check_headers
+from segnet.inference.predictor import PredictionWriter, Predictor, label_map_of
+from segnet.postprocessing.decide import decide, decide_regions
+
+log = logging.getLogger(__name__)
+USAGE = "segnet-find-best-configuration data.root=DATASET 'runs=[RUN, ...]'"
+RESULT = "best_configuration"
+
+
+@dataclass(frozen=True)
+class Run:
+    folder: Path
+    checkpoint: Path
+    configuration: str
+    fold: str
+
+
+def read_runs(folders: list[Path], checkpoint_name: str) -> dict[str, dict[str, Run]]:
+    """{configuration: {fold: run}}, from the settings each run's checkpoint holds (its weights
+    are not read), in the order given; every configuration on the same folds."""
+    grouped: dict[str, dict[str, Run]] = {}
+    for folder in folders:
+        checkpoint = folder / "checkpoints" / checkpoint_name
+        check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
+        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
+        run = Run(folder, checkpoint, f"{data['spatial_dims']}d", str(data.get("fold", 0)))
+        by_fold = grouped.setdefault(run.configuration, {})
+        if run.fold in by_fold:
+            raise ConfigError(f"runs: {by_fold[run.fold].folder} and {folder} are both fold {run.fold} of "
+                              f"{run.configuration}: give one run per configuration and fold")
+        by_fold[run.fold] = run
+    folds = {name: sorted(by_fold) for name, by_fold in grouped.items()}
+    if len({tuple(f) for f in folds.values()}) > 1:
+        covered = "; ".join(f"{name}: fold(s) {', '.join(f)}" for name, f in folds.items())
+        raise ConfigError(f"runs: the configurations cover different folds ({covered}); every configuration "
+                          "needs the same folds: train the missing ones, or leave a fold out of every configuration")
+    return grouped
+
+
+def predict_validation(run: Run, cfg: DictConfig, description: DatasetDescription, output: Path) -> dict[str, Path]:
+    """The run's validation cases predicted with probabilities kept: {case name: its .npz}."""
+    model = load_for_inference(run.checkpoint, cfg.device, cfg.op.backend)
+    check_compatible(model, description, run.checkpoint)
+    cases = select_cases(description, "validation", model.data, run.folder / "splits.json")
+    check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "predicted")
+    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, save_probabilities=True)
+    for case in cases:
+        writer.run_case(case)
+    log.info("%s (%s, fold %s): %d validation case(s) predicted into %s", run.folder, run.configuration, run.fold,
+             len(cases), output)
+    return {case.name: writer.probabilities_path(case) for case in cases}
+
+
+def check_same_cases(saved: dict[str, dict[str, dict[str, Path]]]) -> None:
+    """Every configuration's fold validated on the same cases, or the candidates are not paired."""
+    first, *others = saved
+    for name in others:
+        for fold, cases in saved[name].items():
+            if sorted(cases) != sorted(saved[first][fold]):
+                raise ConfigError(f"runs: fold {fold} of {name} was validated on other cases than fold {fold} of "
+                                  f"{first}: train every configuration with the same data.num_folds and "
+                                  "data.split_seed (or the same splits_final.json)")
+
+
+def case_probabilities(saved: dict[str, dict[str, dict[str, Path]]], fold: str, case: str) -> dict[str, np.ndarray]:
+    return {name: np.load(by_fold[fold][case])["probabilities"] for name, by_fold in saved.items()}
+
+
+def score_rows(candidate: Candidate, fold: str, case: Case, label_map: np.ndarray,
+               description: DatasetDescription) -> list[dict[str, Any]]:
+    """The evaluator's scores of one case's label map, as the statistics' tidy rows."""
+    scored = score_case(label_map, case.label, list(description.class_names), ignore_label=description.ignore_label,
+                        regions=description.regions)
+    return [{"variant": candidate.name, "fold": fold, "seed": 0, "case": case.name, "class": c, "metric": metric,
+             "value": values[metric]} for c, values in scored.items() for metric in METRICS]
+
+
+def validated(saved: dict[str, dict[str, dict[str, Path]]]) -> list[tuple[str, str]]:
+    """(fold, case name) of every validation case, once."""
+    return [(fold, name) for fold, by_case in next(iter(saved.values())).items() for name in by_case]
+
+
+def best_label_maps(best: Candidate, saved, cases: dict[str, Case], description) -> Iterator[tuple[Case, np.ndarray]]:
+    """Each validation case and the best candidate's label map of it, read again from the probabilities."""
+    for fold, name in validated(saved):
+        probabilities = ensemble_probabilities(best, case_probabilities(saved, fold, name))
+        yield cases[name], label_map_of(probabilities, description.regions)
+
+
+def decide_postprocessing(best: Candidate, saved, cases: dict[str, Case], description) -> tuple[Rules, dict]:
+    """segnet-postprocess's decision on the best candidate's label maps."""
+    scores = [case_scores(label_map, read_reference(case.label, label_map.shape)[0], description.num_classes,
+                          description.ignore_label, description.regions)
+              for case, label_map in best_label_maps(best, saved, cases, description)]
+    if description.regions is None:
+        return decide(scores)
+    units = foreground_units(description.num_classes, description.regions)
+
+    def rescore(rules: Rules) -> list[list[float]]:
+        return [unit_dice(rules.apply(label_map), read_reference(case.label, label_map.shape)[0], units,
+                          description.ignore_label)
+                for case, label_map in best_label_maps(best, saved, cases, description)]
+
+    return decide_regions(scores, description.regions, description.class_names[1:], rescore)
+
+
+def predict_command(runs: dict[str, dict[str, Run]], best: Candidate, rules_file: Path, tta: bool) -> str:
+    checkpoints = [str(run.checkpoint.resolve()) for name in best.configurations for run in runs[name].values()]
+    parts = ["segnet-predict", f"ckpt_path=[{','.join(checkpoints)}]", "input=INPUT_FOLDER", "output=OUTPUT_FOLDER",
+             f"postprocessing={rules_file.resolve()}", *([] if tta else ["tta=false"])]
+    return " ".join(shlex.quote(part) for part in parts)
+
+
+def report_markdown(result: dict[str, Any]) -> str:
+    lines = [f"# Best configuration: {result['best']}", "", f"Rule: {result['rule']}.", "",
+             "| candidate | Dice | HD95 (mm) | NSD |", "|---|---|---|---|"]
+    lines += [f"| {name} | {means['Dice']:.4f} | {means['HD95']:.2f} | {means['NSD']:.4f} |"
+              for name, means in result["means"].items()]
+    if result["compared_with_best"]:
+        lines += ["", f"Each candidate minus {result['best']}, paired per case [95 % bootstrap interval]:", "",
+                  "| candidate | " + " | ".join(METRICS) + " |", "|---|" + "---|" * len(METRICS)]
+        rows = {metric: {row["variant"]: row for row in result["compared_with_best"][metric]} for metric in METRICS}
+        for name in rows["Dice"]:
+            cells = [f"{r['mean_difference']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] {r['verdict']}"
+                     for r in (rows[metric][name] for metric in METRICS)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", f"Postprocessing decided for it: {result['postprocessing']}", "", "Predict with it:", "",
+              f"    {result['predict']}", ""]
+    return "\n".join(lines)
+
+
+def plot(scores: list[dict[str, Any]], result: dict[str, Any], path: Path) -> None:
+    """Each candidate's Dice per case (mean over classes), the best's marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["means"])
+    per_case: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    for row in scores:
+        if row["metric"] == "Dice" and not np.isnan(row["value"]):
+            per_case[row["variant"]].setdefault(f"{row['fold']}/{row['case']}", []).append(row["value"])
+    figure, axis = plt.subplots(figsize=(1.6 * len(names) + 2, 3.6))
+    for x, name in enumerate(names):
+        values = [float(np.mean(v)) for v in per_case[name].values()]
+        axis.scatter([x] * len(values), values, s=10, alpha=0.5, color="#1f77b4")
+        axis.plot([x - 0.25, x + 0.25], [result["means"][name]["Dice"]] * 2,
+                  color="black" if name == result["best"] else "#888888", linewidth=2)
+    axis.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    axis.set_ylabel("Dice per case (mean over classes)")
+    axis.set_title(f"cross-validation: {result['best']} chosen")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_scores(scores: list[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["variant", "fold", "seed", "case", "class", "metric", "value"])
+        writer.writeheader()
+        writer.writerows(scores)
+
+
+def find_best_configuration(cfg: DictConfig) -> dict[str, Any]:
+    if OmegaConf.is_missing(cfg.data, "root") or not cfg.get("runs"):
+        raise ConfigError(f"data.root and runs are required: {USAGE}")
+    description = describe_dataset(str(cfg.data.root))
+    output = Path(cfg.paths.output_dir)
+    runs = read_runs([Path(run) for run in cfg.runs], cfg.checkpoint)
+    saved = {name: {fold: predict_validation(run, cfg, description, output / name / f"fold_{fold}")
+                    for fold, run in by_fold.items()} for name, by_fold in runs.items()}
+    check_same_cases(saved)
+    cases = {case.name: case for case in description.labelled}
+    options = candidates(list(runs))
+    scores = []
+    for fold, name in validated(saved):
+        probabilities = case_probabilities(saved, fold, name)
+        for option in options:
+            label_map = label_map_of(ensemble_probabilities(option, probabilities), description.regions)
+            scores += score_rows(option, fold, cases[name], label_map, description)
+    choice = choose(scores, options)
+    best = next(option for option in options if option.name == choice["best"])
+    rules, means = decide_postprocessing(best, saved, cases, description)
+    rules_file = output / FILE
+    names = description.class_names[1:]
+    write_json(rules_file, {**rules.to_json(), "decided_on": {
+        "runs": [str(run.folder.resolve()) for name in best.configurations for run in runs[name].values()],
+        "cases": len(validated(saved)), "case_names": sorted(name for _, name in validated(saved)),
+        "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
+        "mean_dice_per_class": {trial: dict(zip(names, values, strict=True)) for trial, values in means.items()}}})
+    result = {**choice, "postprocessing": rules.to_json(),
+              "runs": {name: {fold: str(run.folder.resolve()) for fold, run in by_fold.items()}
+                       for name, by_fold in runs.items()},
+              "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
+              "predict": predict_command(runs, best, rules_file, bool(cfg.tta))}
+    write_json(output / f"{RESULT}.json", result)
+    (output / f"{RESULT}.md").write_text(report_markdown(result))
+    plot(scores, result, output / f"{RESULT}.png")
+    write_scores(scores, output / "scores.csv")
+    log.info("best: %s (mean Dice %.4f); predict with:\n  %s", result["best"], choice["means"][result["best"]]["Dice"],
+             result["predict"])
+    return result
