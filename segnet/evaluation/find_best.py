@@ -1,8 +1,8 @@
 """segnet-find-best-configuration: which configuration, or which pair's ensemble, to predict with,
 as nnUNetv2_find_best_configuration decides it on the cross-validation.
 
-The runs are training run folders of one dataset, grouped by the configuration each records (its
-spatial dims: 2d, 3d) and by fold: every configuration needs the same folds, and a fold the same
+The runs are training run folders of one dataset, grouped by the configuration each records (2d,
+3d, 3d_lowres) and by fold: every configuration needs the same folds, and a fold the same
 validation cases in each. Each run predicts the cases it was validated on with its checkpoint
 (flipped as segnet-predict predicts, tta), keeping the probabilities on the image's grid
 (<output>/<configuration>/fold_<k>/). Every case is scored under every candidate
@@ -63,7 +63,7 @@ def read_runs(folders: list[Path], checkpoint_name: str) -> dict[str, dict[str, 
         checkpoint = folder / "checkpoints" / checkpoint_name
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
         data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
-        run = Run(folder, checkpoint, f"{data['spatial_dims']}d", str(data.get("fold", 0)))
+        run = Run(folder, checkpoint, data.get("configuration") or f"{data['spatial_dims']}d", str(data.get("fold", 0)))
         by_fold = grouped.setdefault(run.configuration, {})
         if run.fold in by_fold:
             raise ConfigError(f"runs: {by_fold[run.fold].folder} and {folder} are both fold {run.fold} of "

@@ -35,8 +35,9 @@ from segnet.planning.record import dataset_fingerprint
 
 log = logging.getLogger(__name__)
 # The data section's keys that planning reads (conf/data/folder.yaml documents each).
-PLANNING_KEYS = frozenset({"plan", "max_voxels", "memory_budget_gb", "plan_for", "cpu_step_gflops", "resample",
-                           "patch_scale", "batch_scale"})
+PLANNING_KEYS = frozenset({"plan", "configuration", "max_voxels", "memory_budget_gb", "plan_for", "cpu_step_gflops",
+                           "resample", "patch_scale", "batch_scale"})
+ALIASES = {"3d_fullres": "3d"}  # nnU-Net's names of segnet's configurations
 PLANS_FILE = "plans.json"
 CONFIGURATION_KEYS = ("spacing", "patch_size", "batch_size", "samples_per_volume", "crops_per_step")
 
@@ -125,16 +126,40 @@ def scaled_patch(patch: list[int], scale: float, stride: Sequence[int]) -> list[
     return [max(k, k * round(p * scale / k)) for p, k in zip(patch, stride, strict=True)]
 
 
+def configuration_name(data: DictConfig) -> str:
+    """The plan's configuration a run trains: data.configuration, else that of data.spatial_dims."""
+    given = data.get("configuration")
+    return ALIASES.get(given, given) if given else f"{int(data.spatial_dims)}d"
+
+
+def chosen_configuration(data: DictConfig, plan: dict[str, Any]) -> str:
+    """The run's configuration, checked to be in the plan, with data.spatial_dims and
+    data.configuration set to it (the checkpoint records which it trained)."""
+    name = configuration_name(data)
+    planned = plan["configurations"]
+    if name == "3d" and name not in planned:
+        raise ConfigError(f"{plan['dataset']} is a 2D dataset: its cases are one slice thick (median shape "
+                          f"{plan['median_shape']}, slicing axis {plan['slicing_axis']}), so its plan has no 3d "
+                          "configuration, as nnU-Net plans none; train it with data.spatial_dims=2")
+    if name not in planned:
+        why = f" ({planned['3d']['why']})" if name == "3d_lowres" and "3d" in planned else ""
+        raise ConfigError(f"data.configuration={data.configuration}: the plan of {plan['dataset']} has "
+                          f"{', '.join(planned)}{why}; train one of those")
+    dims = 2 if name == "2d" else 3
+    if data.get("configuration") and int(data.spatial_dims) not in (dims, 3):
+        raise ConfigError(f"data.configuration={data.configuration} is {dims}D but data.spatial_dims="
+                          f"{data.spatial_dims}: give one of them")
+    data.spatial_dims, data.configuration = dims, name
+    return name
+
+
 def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> None:
     """What the plan decides for this run's data section (values the user set win): the patch and
     batch it planned for its model, which a model sized by the plan trains with the network the
     plan proposes (size_network)."""
+    name = chosen_configuration(data, plan)
+    configuration = plan["configurations"][name]
     dims = int(data.spatial_dims)
-    if f"{dims}d" not in plan["configurations"]:
-        raise ConfigError(f"{plan['dataset']} is a 2D dataset: its cases are one slice thick (median shape "
-                          f"{plan['median_shape']}, slicing axis {plan['slicing_axis']}), so its plan has no 3d "
-                          "configuration, as nnU-Net plans none; train it with data.spatial_dims=2")
-    configuration = plan["configurations"][f"{dims}d"]
     if data.patch_size is None:
         strides = OmegaConf.to_container(model, resolve=True)["strides"]
         if strides is None:
@@ -166,7 +191,7 @@ def size_network(model: DictConfig, data: DictConfig) -> None:
     dims = int(data.spatial_dims)
     patch = data.get("patch_size") or data.roi_size
     plan = data.get("plan")
-    spacing = plan["configurations"][f"{dims}d"]["spacing"][:dims] if plan else [1.0] * dims
+    spacing = plan["configurations"][configuration_name(data)]["spacing"][:dims] if plan else [1.0] * dims
     shape = network_shape(spacing, list(patch)[:dims])
     if model.channels is None:
         model.channels = shape.channels

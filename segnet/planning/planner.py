@@ -24,12 +24,18 @@ and cropped, for a 2D and a 3D model, in the spirit of nnU-Net's experiment plan
   budget, the FLOPs of one training step (forward and backward, counted by FlopCounterMode on one
   small patch and scaled the same way): patch first, as nnU-Net keeps it, so the batch goes down
   to MIN_BATCH before the patch shrinks. plans.json states the budget it assumed.
+- Configurations (nnU-Net's): 2d and 3d (full resolution), no 3d for a 2D dataset, and 3d_lowres
+  where the 3d patch covers less than LOWRES_COVERAGE of the median image's voxels: the spacing
+  coarsened by LOWRES_STEP at a time (the axes finer than half the coarsest first, then all)
+  until the patch planned there covers that share. Each configuration says why it exists.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +54,8 @@ CPU_STEP_GFLOPS = 23.25
 MIN_BATCH = 2
 BATCH_SHARE = 0.05  # of the dataset's voxels in one step, at most (nnU-Net's)
 RAS = "RAS"
+LOWRES_COVERAGE = 0.25  # nnU-Net's: below this share of the median image in one 3d patch, a 3d_lowres too
+LOWRES_STEP = 1.03  # nnU-Net's factor per coarsening step
 
 
 def target_spacing(spacings: np.ndarray, shapes: np.ndarray) -> np.ndarray:
@@ -93,6 +101,22 @@ def total_logits(outputs: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
     return sum(o.sum() for o in outputs) if isinstance(outputs, list) else outputs.sum()
 
 
+def remembered(count: Callable[..., float]) -> Callable[..., float]:
+    """`count(model, spatial_dims, in_channels, num_classes)` computed once per arguments: the
+    3d_lowres search plans a fixed network at many spacings."""
+    counts: dict[tuple, float] = {}
+
+    @functools.wraps(count)
+    def once(model: dict[str, Any], *args: int) -> float:
+        key = (json.dumps(model, sort_keys=True), *args)
+        if key not in counts:
+            counts[key] = count(model, *args)
+        return counts[key]
+
+    return once
+
+
+@remembered
 def step_flops_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """The floating-point operations of a training step (forward and backward) per voxel of its
     input, counted by torch's FlopCounterMode (convolutions and matrix products: the bulk)."""
@@ -102,6 +126,7 @@ def step_flops_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: 
     return counter.get_total_flops() / x[0, 0].numel()
 
 
+@remembered
 def saved_bytes_per_voxel(model: dict[str, Any], spatial_dims: int, in_channels: int, num_classes: int) -> float:
     """Bytes of activations the network keeps for its backward pass, per voxel of its input."""
     net, x = network_and_patch(model, spatial_dims, in_channels, num_classes)
@@ -220,6 +245,34 @@ def volumes_per_step(crops: int, samples_per_volume: int) -> int:
     return max(1, math.ceil(crops / samples_per_volume))
 
 
+def coverage(patch: Sequence[int], median_shape: Sequence[float]) -> float:
+    """The share of the median image's voxels one patch covers."""
+    return float(np.prod(np.asarray(patch, np.float64)) / np.prod(np.asarray(median_shape, np.float64)))
+
+
+def lowres_configuration(
+    model: dict[str, Any], median_shape: np.ndarray, spacing: np.ndarray, fullres: dict[str, Any], budget: Budget,
+    dataset: Dataset, samples_per_volume: int,
+) -> dict[str, Any] | None:
+    """nnU-Net's 3d_lowres, where the full-resolution patch covers less than LOWRES_COVERAGE of the
+    median image: the spacing coarsened step by step (axes finer than half the coarsest first)
+    and the configuration planned there again, until its patch covers that share; else None."""
+    covered = coverage(fullres["patch_size"], median_shape)
+    if covered >= LOWRES_COVERAGE:
+        return None
+    coarse, planned, shape = spacing.astype(np.float64), None, median_shape
+    while planned is None or coverage(planned["patch_size"], shape) < LOWRES_COVERAGE:
+        fine = coarse.max() / coarse > 2
+        coarse = np.where(fine, coarse * LOWRES_STEP, coarse) if fine.any() else coarse * LOWRES_STEP
+        shape = median_shape * spacing / coarse
+        at_coarse = Dataset(dataset.in_channels, dataset.num_classes, dataset.voxels * float(np.prod(spacing / coarse)))
+        planned = planned_configuration(model, shape, coarse, budget, at_coarse, samples_per_volume)
+    why = (f"the 3d patch covers {covered:.1%} of the median image's voxels, under nnU-Net's "
+           f"{LOWRES_COVERAGE:.0%}: at this spacing its patch covers {coverage(planned['patch_size'], shape):.1%}")
+    return {"spacing": [_mm(s) for s in coarse], **planned, "median_shape": [round(float(s), 1) for s in shape],
+            "why": why}
+
+
 def plan_dataset(
     description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], budget: Budget,
     samples_per_volume: int,
@@ -239,6 +292,8 @@ def plan_dataset(
     # stream, which initializes the network that trains next, owes nothing to what planning counted.
     # A 2D dataset (one slice per case) has no 3D configuration, as nnU-Net plans none for it.
     planned_dims = (2, 3) if median_shape[2] > 1 else (2,)
+    why = {2: "slices along the slicing axis, resampled in plane only",
+           3: "the volume at the target spacing (nnU-Net's 3d_fullres)"}
     with torch.random.fork_rng(devices=[]):
         for dims in planned_dims:
             configurations[f"{dims}d"] = {
@@ -246,7 +301,17 @@ def plan_dataset(
                 "spacing": [_mm(s) for s in spacing[:2]] + ([_mm(spacing[2])] if dims == 3 else [0.0]),
                 **planned_configuration(model, median_shape[:dims], spacing[:dims], budget, dataset,
                                         samples_per_volume),
+                "why": why[dims],
             }
+        if "3d" in configurations:
+            lowres = lowres_configuration(model, median_shape, spacing, configurations["3d"], budget, dataset,
+                                          samples_per_volume)
+            if lowres is not None:
+                configurations["3d_lowres"] = lowres
+            else:
+                configurations["3d"]["why"] += (
+                    f"; its patch covers {coverage(configurations['3d']['patch_size'], median_shape):.1%} of the "
+                    f"median image's voxels, so no 3d_lowres (nnU-Net plans one under {LOWRES_COVERAGE:.0%})")
     return {
         "dataset": str(description.root),
         "orientation": orientation(axis),

@@ -28,7 +28,7 @@ from segnet.checkpoints.reading import read_checkpoint
 from segnet.data.regions import Regions, output_names
 from segnet.errors import ConfigError
 from segnet.inference.names import check_same_names, run_names, shown
-from segnet.planning.plan import apply_plan
+from segnet.planning.plan import apply_plan, configuration_name
 
 log = logging.getLogger(__name__)
 HEADS = ("head.", "supervision_heads.")  # EdgeUNet's output convolutions: one channel per class
@@ -106,10 +106,10 @@ def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, 
     apply_plan(cfg.data, cfg.model, carried)  # its patch and batch are set already, and stay
     if same_scale:  # apply_plan keeps the normalization already set (the dataset's, or one given with the same
         cfg.data.normalization = normalization  # schemes): the source's statistics replace it
-    dims = f"{cfg.data.spatial_dims}d"
+    name = configuration_name(cfg.data)
     log.info("model.init_from=%s: planned with its run's orientation %s and spacing %s, and %s normalization (this "
-             "dataset's own plan: %s, %s)", path, carried["orientation"], carried["configurations"][dims]["spacing"],
-             "its" if same_scale else "this dataset's", plan["orientation"], plan["configurations"][dims]["spacing"])
+             "dataset's own plan: %s, %s)", path, carried["orientation"], carried["configurations"][name]["spacing"],
+             "its" if same_scale else "this dataset's", plan["orientation"], plan["configurations"][name]["spacing"])
     return carried
 
 
