@@ -9,7 +9,7 @@ STAMP := .installed
 # --no-compile: no byte-code for the thousands of modules nobody imports (torch's, nnU-Net's);
 # Python compiles each module it imports on first use.
 $(STAMP): pyproject.toml
-	$(PIP) install --no-compile -e ".[test,peer]"
+	$(PIP) install --no-compile -e ".[test,peer,tracking,search]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -12,6 +12,7 @@ quickly."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,10 +25,22 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from segnet.config import CONF, register_resolvers
-from segnet.errors import user_errors_as_one_line
+from segnet.errors import ConfigError, user_errors_as_one_line
 
 # Arguments that choose Hydra's run folder or its files themselves.
 HYDRA_RUN_KEYS = ("hydra.run.dir=", "hydra.output_subdir=", "hydra/job_logging=")
+# Arguments that need an optional Hydra plugin: the module it installs, and the extra that installs it.
+PLUGINS = {("hydra/sweeper=optuna", "experiment=search_loss"): ("hydra_plugins.hydra_optuna_sweeper", "search")}
+
+
+def check_plugins(arguments: list[str]) -> None:
+    """A ConfigError naming the extra to install where an argument needs a plugin that is missing
+    (Hydra itself would only say that it cannot find the option)."""
+    for asking, (module, extra) in PLUGINS.items():
+        given = [argument for argument in arguments if argument in asking]
+        if given and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"{given[0]} needs a Hydra plugin that is not installed: pip install -e '.[{extra}]' "
+                              f"(segnet's {extra} extra)")
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,8 @@ class Command:
 
     def __call__(self) -> Any:
         register_resolvers()
+        with user_errors_as_one_line():
+            check_plugins(sys.argv[1:])
         sys.argv = [sys.argv[0], *self.overrides(sys.argv[1:])]
         return self.run()
 
@@ -83,8 +98,8 @@ def imported(work: str) -> Callable[[DictConfig], Any]:
 def hydra_command(config_name: str, work: str, check: str | None = None, rewrite: Callable[[str], str] = str,
                   result: str | None = None, output_folder: Callable[[PurePath], PurePath] | None = None) -> Command:
     """The command that runs `check`, then `work` (each "module:function") on the composed
-    `config_name`, with errors a user can fix in one line; it returns what `work` returns, or that
-    value's `result` entry (what a Hydra sweeper optimizes)."""
+    `config_name`, with errors a user can fix in one line; it returns what `work` returns, or its
+    entry that the configuration's key `result` names (what a Hydra sweeper optimizes)."""
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
@@ -92,7 +107,7 @@ def hydra_command(config_name: str, work: str, check: str | None = None, rewrite
             if check is not None:
                 imported(check)(cfg)
             returned = imported(work)(cfg)
-        return returned if result is None else returned[result]
+        return returned if result is None else returned[cfg[result]]
 
     return Command(config_name, run, rewrite, output_folder)
 
@@ -100,12 +115,12 @@ def hydra_command(config_name: str, work: str, check: str | None = None, rewrite
 # The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
 # run the same.
 
-segnet_train = hydra_command("train", "segnet.training.train:train", "segnet.training.checks:check_training_config",
-                             result="val_dice_mean")
+segnet_train = hydra_command("train", "segnet.training.folds:train_folds",
+                             "segnet.training.checks:check_training_config", result="objective")
 """segnet-train [overrides] (the same as python train.py), e.g. op.backend=cuda compile=true.
 Configuration lives in conf/ (Hydra); the run folder gets config.yaml (what trained), checkpoints,
-TensorBoard logs and metrics.json. It returns the run's final validation mean Dice, what a Hydra
-sweeper optimizes."""
+TensorBoard logs and metrics.json. It returns the metrics.json entry `objective` names (the final
+validation's mean Dice), what a Hydra sweeper optimizes; with folds=[...], their mean."""
 
 
 def _verify_flag(argument: str) -> str:

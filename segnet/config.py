@@ -2,7 +2,8 @@
 uses: ${dataset:ROOT,FIELD} reads a dataset folder's dataset.json, so channel and class counts are
 never typed twice; ${network_outputs:CLASSES,REGIONS} is the network's output channels (one per
 class, or one sigmoid per region); ${runnable_backends:} is the sweep list of op backends this
-machine can run."""
+machine can run; ${sqlite_file:PATH} is the SQLite URL of a database file, its folder made (a
+search's study lives in its sweep folder, which Hydra makes only once the first trial starts)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def runnable_backends() -> str:
     return "python,cpp,cuda" if torch.cuda.is_available() else "python,cpp"
 
 
+def sqlite_file(path: str) -> str:
+    folder = Path(path).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{Path(path).resolve()}"
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
@@ -45,3 +52,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("network_outputs", network_outputs)
     if not OmegaConf.has_resolver("runnable_backends"):
         OmegaConf.register_new_resolver("runnable_backends", runnable_backends)
+    if not OmegaConf.has_resolver("sqlite_file"):
+        OmegaConf.register_new_resolver("sqlite_file", sqlite_file)

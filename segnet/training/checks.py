@@ -15,6 +15,7 @@ from segnet.cluster import trainer_uses_gpu
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.splits import choose_split
 from segnet.errors import ConfigError
+from segnet.training.tracking import check_loggers
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,7 @@ def check_training_config(cfg: DictConfig) -> None:
     check_data_config(cfg.data)
     check_launcher(cfg)
     check_devices(cfg)
+    check_loggers(cfg)
 
 
 def check_devices(cfg: DictConfig) -> None:

@@ -173,9 +173,11 @@ class SegmentationModule(L.LightningModule):
         self.log("val/dice_mean", nanmean(per_class), prog_bar=True, sync_dist=True)
 
     def _log_panel(self, image: torch.Tensor, prediction: torch.Tensor, label: torch.Tensor) -> None:
-        if isinstance(self.logger, TensorBoardLogger) and self.global_rank == 0 and not self.trainer.sanity_checking:
+        boards = [logger for logger in self.loggers if isinstance(logger, TensorBoardLogger)]
+        if boards and self.global_rank == 0 and not self.trainer.sanity_checking:
             panel = validation_panel(image, prediction, label)
-            self.logger.experiment.add_image("val/image_edges_prediction_label", panel, self.global_step)
+            for board in boards:
+                board.experiment.add_image("val/image_edges_prediction_label", panel, self.global_step)
 
     def configure_optimizers(self):
         optim = self.hparams.optim

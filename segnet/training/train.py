@@ -29,6 +29,7 @@ from segnet.training.module import SegmentationModule
 from segnet.training.report import reset_peak_memory, run_metrics
 from segnet.training.resume import SECTIONS, check_same_run
 from segnet.training.run_config import run_config, write_run_config
+from segnet.training.tracking import build_loggers, publish_run
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def train(composed: DictConfig) -> dict[str, Any]:
 
     callbacks = [instantiate(c) for c in cfg.callbacks.values()]
     trainer: L.Trainer = instantiate(
-        cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger), profiler=instantiate(cfg.get("profiler")),
+        cfg.trainer, callbacks=callbacks, logger=build_loggers(cfg), profiler=instantiate(cfg.get("profiler")),
         plugins=[AtomicCheckpointIO()],
     )
     reset_peak_memory()
@@ -92,4 +93,5 @@ def train(composed: DictConfig) -> dict[str, Any]:
         write_json(output_dir / "metrics.json", metrics)
         log.info("val Dice %.4f (best %.4f); metrics in %s", metrics["val_dice_mean"], metrics["best_val_dice_mean"],
                  output_dir / "metrics.json")
+        publish_run(trainer.loggers, cfg, output_dir)
     return metrics

@@ -32,7 +32,7 @@ def test_option_composes_and_resolves(group, option, tmp_path):
     if group == "recipe":  # a change to a plan's defaults: the options of a dataset folder's data
         overrides.append("data=folder")
     on_a_folder = (("data", "folder"), ("data", "decathlon"), ("experiment", "ablation_placement"),
-                   ("experiment", "ablation_recipe"), ("experiment", "ablation_loss"))
+                   ("experiment", "ablation_recipe"), ("experiment", "ablation_loss"), ("experiment", "search_loss"))
     if (group, option) in on_a_folder or group == "recipe":  # a dataset folder's
         overrides.append(f"data.root={write_decathlon(tmp_path / 'Task')}")
     cfg = compose_config(overrides, output_dir=tmp_path)

@@ -1,0 +1,66 @@
+"""Where a run is tracked besides its folder: Lightning's loggers as conf/logger/ names them, one
+(logger=mlflow) or several (logger=[tensorboard,mlflow]; each option is a key of the logger
+section), and what the experiment trackers get once the run has finished: its resolved
+configuration as parameters (`config.<key>`, beside the module's hyperparameters that Lightning
+logs itself) and metrics.json, config.yaml and the run's pictures as files.
+
+MLflow and Weights & Biases are optional (the `tracking` extra); a logger whose library is missing
+stops the run before anything is built, naming what to install.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from segnet.errors import ConfigError
+
+if TYPE_CHECKING:  # the check runs before Lightning is imported
+    from lightning.pytorch.loggers import Logger
+
+# The library each optional logger needs, by its class's name.
+NEEDS = {"MLFlowLogger": "mlflow", "WandbLogger": "wandb"}
+EXTRA = "pip install -e '.[tracking]'"
+
+
+def check_loggers(cfg: DictConfig) -> None:
+    """Every chosen logger's library installed; else a ConfigError naming it and the extra."""
+    for name, settings in (cfg.get("logger") or {}).items():
+        library = NEEDS.get(str(settings.get("_target_", "")).rpartition(".")[2])
+        if library is not None and importlib.util.find_spec(library) is None:
+            raise ConfigError(f"logger={name} needs the {library} package, which is not installed: {EXTRA} "
+                              f"(segnet's tracking extra), or pip install {library}")
+
+
+def build_loggers(cfg: DictConfig) -> list[Logger]:
+    return [instantiate(settings) for settings in (cfg.get("logger") or {}).values()]
+
+
+def flattened(tree: Any, prefix: str) -> dict[str, Any]:
+    """{"prefix.a.b": value} of a nested configuration."""
+    if isinstance(tree, dict):
+        return {key: value for name, child in tree.items()
+                for key, value in flattened(child, f"{prefix}.{name}").items()}
+    return {prefix: tree}
+
+
+def publish_run(loggers: list[Logger], cfg: DictConfig, output_dir: Path) -> None:
+    """The finished run's configuration and files, to the trackers that keep them."""
+    from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
+
+    params = flattened(OmegaConf.to_container(cfg, resolve=True), "config")
+    kept = (output_dir / "metrics.json", output_dir / "config.yaml", *sorted(output_dir.glob("*.png")))
+    files = [path for path in kept if path.is_file()]
+    for logger in loggers:
+        if isinstance(logger, MLFlowLogger):
+            logger.log_hyperparams(params)
+            for path in files:
+                logger.experiment.log_artifact(logger.run_id, str(path))
+        elif isinstance(logger, WandbLogger):
+            logger.experiment.config.update(params, allow_val_change=True)
+            for path in files:
+                logger.experiment.save(str(path), base_path=str(output_dir), policy="now")

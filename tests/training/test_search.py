@@ -1,0 +1,59 @@
+"""Search through Hydra's Optuna sweeper: a training returns its objective (the configuration names
+it), the study keeps the trial of the higher one and lives in the sweep folder, the report reads
+it back; a missing plugin is named with the extra that installs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, run_train_script
+from scripts import search_report
+from segnet.commands import check_plugins
+from segnet.errors import ConfigError
+
+
+@pytest.mark.slow
+def test_a_two_trial_optuna_sweep_keeps_the_trial_with_the_higher_objective(tmp_path):
+    sweep = tmp_path / "multirun"
+    result = run_train_script(
+        ["-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "hydra.sweeper.direction=maximize",
+         "hydra.sweeper.n_trials=2", "hydra.sweeper.study_name=two",
+         "hydra.sweeper.storage='${sqlite_file:${hydra.sweep.dir}/optuna.db}'",
+         "optim.lr=choice(0.00001,0.01)", "trainer.max_epochs=2", "op=python",
+         *TINY_2D, *TINY_MODEL, *TINY_TRAINER], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    trials = {}
+    for metrics in sweep.glob("*/metrics.json"):
+        config = yaml.safe_load((metrics.parent / "config.yaml").read_text())
+        trials[config["optim"]["lr"]] = json.loads(metrics.read_text())["val_dice_mean"]
+    assert set(trials) == {0.00001, 0.01} and trials[0.01] != trials[0.00001]
+    best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert best["best_value"] == pytest.approx(max(trials.values()))
+    assert best["best_params"]["optim.lr"] == max(trials, key=trials.get)
+    assert search_report.main([str(sweep)]) == 0  # the study, read back from the sweep folder
+    report = (sweep / "search.md").read_text()
+    assert f"objective {max(trials.values()):.4f}" in report and (sweep / "search.png").is_file()
+
+
+def test_a_missing_search_plugin_is_named_with_its_extra(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("hydra_plugins.hydra_optuna") else find_spec(name, *a))
+    for asking in ("hydra/sweeper=optuna", "experiment=search_loss"):
+        with pytest.raises(ConfigError, match=rf"{asking} needs a Hydra plugin .* pip install -e '\.\[search\]'"):
+            check_plugins(["-m", asking, "seed=1"])
+    check_plugins(["-m", "seed=1,2"])  # Hydra's own sweeper needs nothing
+
+
+def test_the_objective_is_named_by_the_configuration():
+    from segnet.training.folds import objective_of
+
+    assert objective_of({"val_dice_mean": 0.5, "best_val_dice_mean": 0.6}, "best_val_dice_mean") == 0.6
+    with pytest.raises(ConfigError, match=r"objective=dice is not a number of metrics.json; use one of "
+                                          r"best_val_dice_mean, val_dice_mean"):
+        objective_of({"val_dice_mean": 0.5, "best_val_dice_mean": 0.6, "scored": {}}, "dice")

@@ -1,0 +1,49 @@
+"""Experiment tracking (segnet.training.tracking): Lightning's loggers chosen one or several at a
+time, a run read back from MLflow through its own client, and a missing library named with the
+extra that installs it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config
+from segnet.errors import ConfigError
+from segnet.training.checks import check_training_config
+
+
+def test_a_run_is_read_back_from_mlflow_through_its_own_client(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from segnet.training.train import train
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = tmp_path / "run"
+    metrics = train(compose_config(["logger=[tensorboard,csv,mlflow]", f"logger.mlflow.tracking_uri={store}",
+                                    f"logger.mlflow.artifact_location={tmp_path / 'artifacts'}", "optim.lr=0.002",
+                                    *TINY_2D, *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    assert (run / "tensorboard").is_dir() and (run / "csv" / "metrics.csv").is_file()  # every logger chosen
+    client = MlflowClient(store)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "segnet"]
+    (tracked,) = client.search_runs([experiment.experiment_id])
+    assert tracked.info.status == "FINISHED" and tracked.data.tags["run_folder"] == str(run)
+    assert tracked.data.params["config.optim.lr"] == "0.002"  # the resolved configuration
+    assert tracked.data.params["config.data.image_size"] == "32"
+    final = client.get_metric_history(tracked.info.run_id, "val/dice_mean")[-1].value
+    assert final == pytest.approx(metrics["val_dice_mean"], abs=1e-6)  # the final validation's
+    files = {artifact.path for artifact in client.list_artifacts(tracked.info.run_id)}
+    assert {"metrics.json", "config.yaml", "progress.png"} <= files
+    saved = client.download_artifacts(tracked.info.run_id, "metrics.json", str(tmp_path))
+    assert json.loads(open(saved).read())["val_dice_mean"] == metrics["val_dice_mean"]
+
+
+@pytest.mark.parametrize("logger,library", [("mlflow", "mlflow"), ("wandb", "wandb")])
+def test_a_missing_tracking_library_is_named_with_its_extra(monkeypatch, logger, library):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == library else find_spec(name, *a))
+    with pytest.raises(ConfigError, match=rf"logger={logger} needs the {library} package, which is not installed: "
+                                          r"pip install -e '\.\[tracking\]'"):
+        check_training_config(compose_config([f"logger=[tensorboard,{logger}]"]))
+    check_training_config(compose_config(["logger=csv"]))  # the others need nothing more
