@@ -169,6 +169,12 @@ segnet_find_best_configuration = hydra_command("find_best", "segnet.evaluation.f
 ensemble, scores best on the cross-validation, like nnUNetv2_find_best_configuration; the choice,
 its paired statistics, its postprocessing and the segnet-predict command go into the output folder."""
 
+segnet_export_model = hydra_command("export_model", "segnet.export.export_model:export_model",
+                                    output_folder=lambda output: output.parent)
+"""segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=best_configuration.json): the
+runs' final weights, plans, configurations and postprocessing in one file, like
+nnUNetv2_export_model_to_zip; segnet-predict model=MODEL.zip predicts from it alone."""
+
 segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export",
                               output_folder=lambda output: output.parent)
 """segnet-export ckpt_path=CKPT [format=aoti|exported_program] [device=cpu|cuda] [output=model.pt2]:

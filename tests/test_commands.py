@@ -71,8 +71,8 @@ MISTAKES = {  # a command, its arguments (DATASET: a dataset of three cases) and
     "checkpoint": ("segnet-evaluate", ["ckpt_path=nope.ckpt", "data.root=DATASET"],
                    "error: ckpt_path=nope.ckpt is not a file; point it at a training run's checkpoints/final.ckpt"),
     "model": ("segnet-predict", ["input=x", "output=y"],
-              "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), one of "
-              "them: segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"),
+              "error: give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 or MODEL.zip (an exported "
+              "program or a model package), one of them: segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"),
 }
 
 

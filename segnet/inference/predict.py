@@ -15,7 +15,7 @@ from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
 from segnet.inference.exported import load_exported, metadata_path
 from segnet.inference.loading import inference_device, load_for_inference, run_folder
-from segnet.inference.prediction_arguments import check_prediction_arguments, model_paths
+from segnet.inference.prediction_arguments import check_prediction_arguments, is_exported, model_paths, packages
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.provenance import claim, model_record, stamp
 from segnet.inference.trained_model import TrainedModel
@@ -24,25 +24,27 @@ log = logging.getLogger(__name__)
 
 
 def load_models(cfg: DictConfig) -> list[TrainedModel]:
-    """The checkpoints or exported packages to predict with, loaded."""
-    if cfg.get("exported") is not None:
+    """The checkpoints or exported programs to predict with, loaded."""
+    if is_exported(cfg):
         device = inference_device(cfg.device)
         return [load_exported(path, device) for path in model_paths(cfg)]
     return [load_for_inference(p, cfg.device, cfg.op.backend) for p in model_paths(cfg)]
 
 
 def model_folders(cfg: DictConfig) -> list[Path]:
-    """Where each model's postprocessing.json would be: a checkpoint's run folder, an export's own."""
-    if cfg.get("exported") is not None:
+    """Where each model's postprocessing.json would be: a checkpoint's run folder (in a package,
+    its model's folder), an export's own."""
+    if is_exported(cfg):
         return [p.resolve().parent for p in model_paths(cfg)]
     return [run_folder(p) for p in model_paths(cfg)]
 
 
 def model_files(cfg: DictConfig) -> list[Path]:
-    """The files the models are read from: each checkpoint, or each export's package and its model.json."""
-    if cfg.get("exported") is not None:
+    """The files the models are read from: each checkpoint, each model package, or each export's
+    program and its model.json."""
+    if is_exported(cfg):
         return [file for path in model_paths(cfg) for file in (path, metadata_path(path))]
-    return model_paths(cfg)
+    return packages(cfg) or model_paths(cfg)
 
 
 def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str = "predicted") -> None:

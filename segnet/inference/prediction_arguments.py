@@ -1,6 +1,7 @@
 """What segnet-predict is given, checked before the prediction code is imported (this module
 imports neither torch nor MONAI): the input and output folders, and one kind of model, each of
-its files there."""
+its files there: training checkpoints (ckpt_path=), segnet-export's programs (model=PATH.pt2) or
+model packages (model=MODEL.zip, segnet-export-model's: their checkpoints, unpacked)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.paths import checkpoint_paths
 from segnet.errors import ConfigError
+from segnet.export.package import package_checkpoints
 
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
 
@@ -18,14 +20,34 @@ def exported_paths(cfg: DictConfig) -> list[Path]:
     return checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
 
 
+def packages(cfg: DictConfig) -> list[Path]:
+    """The model packages model= names (none where it names exported programs, or is not given)."""
+    if cfg.get("exported") is None:
+        return []
+    paths = exported_paths(cfg)
+    zipped = [path for path in paths if path.suffix == ".zip"]
+    if zipped and len(zipped) != len(paths):
+        raise ConfigError("model= mixes model packages (.zip) and exported programs (.pt2): give one kind")
+    return zipped
+
+
+def is_exported(cfg: DictConfig) -> bool:
+    """Whether the models are segnet-export's programs (not checkpoints, nor packages of them)."""
+    return cfg.get("exported") is not None and not packages(cfg)
+
+
 def model_paths(cfg: DictConfig) -> list[Path]:
-    """The checkpoints (ckpt_path=) or exported packages (model=) to predict with: one, or several
-    for an ensemble."""
+    """The checkpoints (ckpt_path=, or a package's), or exported programs (model=) to predict with:
+    one, or several for an ensemble."""
     given = [key for key in ("ckpt_path", "exported") if cfg.get(key) is not None]
     if len(given) != 1:
-        raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 (an exported package), "
-                          f"one of them: {USAGE}")
-    return exported_paths(cfg) if given == ["exported"] else checkpoint_paths(cfg)
+        raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 or MODEL.zip (an exported "
+                          f"program or a model package), one of them: {USAGE}")
+    if given == ["ckpt_path"]:
+        return checkpoint_paths(cfg)
+    zipped = packages(cfg)
+    return [checkpoint for package in zipped for checkpoint in package_checkpoints(package)] if zipped else \
+        exported_paths(cfg)
 
 
 def check_prediction_arguments(cfg: DictConfig) -> None:

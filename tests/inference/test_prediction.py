@@ -315,3 +315,49 @@ def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_w
     record = json.loads((tmp_path / "predicted" / RECORD).read_text())
     assert len(record["models"]) == len(result["configurations"])
     assert record["postprocessing"]["from"] == [str((tmp_path / "best" / "postprocessing.json").resolve())]
+
+
+@pytest.mark.slow
+def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained, trained_2d, tmp_path, monkeypatch):
+    from segnet.export.export_model import export_model
+    from segnet.export.package import read_manifest
+
+    monkeypatch.setenv("SEGNET_MODELS", str(tmp_path / "unpacked"))
+    root, run = trained
+    runs = [tmp_path / "runs" / name for name in ("3d", "2d")]
+    for source, copy in zip((run, trained_2d[1]), runs, strict=True):  # run folders that go away afterwards
+        shutil.copytree(source, copy)
+        shutil.copy(copy / "checkpoints" / "last.ckpt", copy / "checkpoints" / "final.ckpt")
+    (runs[0] / "postprocessing.json").write_text(json.dumps({"foreground_largest_component": True,
+                                                             "classes_largest_component": []}))
+    (runs[1] / "postprocessing.json").write_text((runs[0] / "postprocessing.json").read_text())
+    package = tmp_path / "model.zip"
+    manifest = export_model(compose_config([f"runs=[{runs[0]},{runs[1]}]", f"output={package}"],
+                                           name="export_model"))
+    assert [m["configuration"] for m in manifest["models"]] == ["3d", "2d"]
+    assert manifest["class_names"] == ["background", "core", "shell"]
+    assert manifest["postprocessing"]["foreground_largest_component"] is True
+    image = root / "imagesTr" / "case_000.nii.gz"
+
+    def predicted(name, *model):
+        predict(compose_config([*model, f"input={image}", f"output={tmp_path / name}", "save_probabilities=true",
+                                "tta=false", "op=cpp"], name="predict"))
+        return (np.asarray(nib.load(tmp_path / name / "case_000.nii.gz").dataobj),
+                np.load(tmp_path / name / "case_000.npz")["probabilities"])
+
+    from_runs = predicted("runs", f"ckpt_path=[{runs[0]}/checkpoints/final.ckpt,{runs[1]}/checkpoints/final.ckpt]")
+    shutil.rmtree(tmp_path / "runs")  # the package alone
+    from_package = predicted("package", f"exported={package}")
+    assert np.array_equal(from_package[0], from_runs[0]) and np.array_equal(from_package[1], from_runs[1])
+    record = json.loads((tmp_path / "package" / RECORD).read_text())
+    assert record["postprocessing"]["rules"]["foreground_largest_component"] is True  # the package's rules
+    assert record["models"] == [{"path": str(package.resolve()), "sha256": hashlib.sha256(package.read_bytes())
+                                 .hexdigest()}]
+    # a damaged copy, and a package of another segnet, are refused in one line
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(package.read_bytes()[: package.stat().st_size // 2])
+    with pytest.raises(ConfigError, match=r"is not a model package \(no zip archive\)"):
+        read_manifest(damaged)
+    monkeypatch.setattr("segnet.export.package.segnet_version", lambda: "9.9.9")
+    with pytest.raises(ConfigError, match=r"was written by segnet 0.1.0, this is segnet 9.9.9"):
+        read_manifest(package)

@@ -1,0 +1,87 @@
+"""From an export_model config to a model package (segnet.export.package): what
+segnet-export-model runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ops.library import BASE_CUDA_ARCHS, NEWER_CUDA_ARCHS
+from segnet.checkpoints.paths import check_checkpoint_file
+from segnet.errors import ConfigError
+from segnet.export.package import CHECKPOINT, FORMAT, FORMAT_VERSION, MANIFEST, RULES, segnet_version, sha256
+from segnet.files import atomic_path
+from segnet.inference.component_rules import NONE, rules_files, rules_for
+from segnet.inference.predictor import SHARED_KEYS
+
+log = logging.getLogger(__name__)
+USAGE = "segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=BEST/best_configuration.json)"
+
+
+def chosen_runs(cfg: DictConfig) -> tuple[list[Path], dict[str, Any] | None, str]:
+    """The runs to package, the choice they come from (segnet-find-best-configuration's), and the
+    postprocessing to take: the choice's own where postprocessing=auto."""
+    if cfg.get("choice"):
+        path = Path(cfg.choice)
+        if not path.is_file():
+            raise ConfigError(f"choice={path} is not a file; give segnet-find-best-configuration's "
+                              "best_configuration.json")
+        choice = json.loads(path.read_text())
+        runs = [Path(run) for name in choice["configurations"] for run in choice["runs"][name].values()]
+        rules = str(path.parent / RULES) if cfg.postprocessing == "auto" else cfg.postprocessing
+        return runs, choice, rules
+    if not cfg.get("runs"):
+        raise ConfigError(f"runs or choice is required: {USAGE}")
+    return [Path(run) for run in cfg.runs], None, cfg.postprocessing
+
+
+def model_entry(run: Path, index: int, checkpoint: Path, data: dict[str, Any]) -> dict[str, Any]:
+    return {"file": f"models/{index}/{CHECKPOINT}", "sha256": sha256(checkpoint), "run": str(run.resolve()),
+            "configuration": data.get("configuration") or f"{data['spatial_dims']}d", "fold": data.get("fold")}
+
+
+def export_model(cfg: DictConfig) -> dict[str, Any]:
+    runs, choice, postprocessing = chosen_runs(cfg)
+    checkpoints = [run / "checkpoints" / cfg.checkpoint for run in runs]
+    for checkpoint in checkpoints:
+        check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
+    settings = [torch.load(c, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
+                for c in checkpoints]
+    for run, data in zip(runs[1:], settings[1:], strict=True):
+        for key in SHARED_KEYS:
+            if data.get(key) != settings[0].get(key):
+                raise ConfigError(f"runs: {run} trained data.{key}={data.get(key)} but {runs[0]} "
+                                  f"{settings[0].get(key)}; a package's models predict one dataset's classes")
+    rules = rules_for(postprocessing, runs)
+    first = settings[0]
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "segnet_version": segnet_version(),
+        "models": [model_entry(run, i, c, data) for i, (run, c, data) in enumerate(zip(runs, checkpoints, settings,
+                                                                                      strict=True))],
+        "class_names": first["class_names"], "in_channels": first["in_channels"],
+        "channel_names": [entry["channel"] for entry in first.get("normalization") or []],
+        "regions": first.get("regions"), "postprocessing": rules.to_json(),
+        "postprocessing_from": [str(p.resolve()) for p in rules_files(postprocessing, runs)],
+        "choice": None if choice is None else {key: choice[key] for key in ("best", "configurations", "rule", "means")},
+        "op": {"backends": ["python", "cpp", "cuda"], "cuda_capabilities": [*BASE_CUDA_ARCHS, *NEWER_CUDA_ARCHS],
+               "note": "python runs anywhere; cpp and cuda are compiled on first use unless a wheel ships them"},
+    }
+    output = Path(cfg.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(output) as temporary, zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
+        for i, (run, checkpoint) in enumerate(zip(runs, checkpoints, strict=True)):
+            archive.write(checkpoint, f"models/{i}/{CHECKPOINT}", compress_type=zipfile.ZIP_STORED)
+            if (run / "config.yaml").is_file():
+                archive.write(run / "config.yaml", f"models/{i}/config.yaml")
+            if rules != NONE:
+                archive.writestr(f"models/{i}/{RULES}", json.dumps(rules.to_json(), indent=2))
+        archive.writestr(MANIFEST, json.dumps(manifest, indent=2))
+    log.info("%d model(s) packaged into %s; predict with segnet-predict model=%s input=... output=...", len(runs),
+             output, output)
+    return OmegaConf.to_container(OmegaConf.create(manifest))

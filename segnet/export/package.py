@@ -1,0 +1,111 @@
+"""A trained model as one file to hand on, as nnU-Net's nnUNetv2_export_model_to_zip makes one:
+segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip, and segnet-predict model=MODEL.zip.
+
+The package is a zip holding, for each run (a fold of a configuration), its checkpoint's final
+weights with the plan they carry (models/<i>/checkpoints/final.ckpt), its resolved training
+configuration (config.yaml) and the postprocessing rules (postprocessing.json), and model.json:
+what the package is (its format and the segnet version that wrote it), each model's file and
+sha256, its configuration and fold, the class and channel names, the rules, the choice of
+segnet-find-best-configuration where one was given, and what the op needs.
+
+Prediction unpacks it once into a folder named by its sha256 (under $SEGNET_MODELS, else
+~/.cache/segnet/models), each member checked against model.json, and predicts with the models
+there exactly as with the runs' checkpoints: the same weights, plans and rules. A file that is
+no zip, a member that is missing or altered, or a package of another format or segnet version is
+refused in one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from segnet.errors import ConfigError
+
+MANIFEST = "model.json"
+FORMAT = "segnet-model-package"
+FORMAT_VERSION = 1
+CHECKPOINT = "checkpoints/final.ckpt"  # within each model's folder, as in a run folder
+RULES = "postprocessing.json"
+CHUNK = 1 << 20
+
+
+def segnet_version() -> str:
+    return version("segnet")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def models_home() -> Path:
+    return Path(os.environ.get("SEGNET_MODELS") or Path.home() / ".cache" / "segnet" / "models")
+
+
+def read_manifest(package: Path) -> dict[str, Any]:
+    """model.json of a package, checked to be a package this segnet reads; a ConfigError saying
+    what is wrong otherwise."""
+    if not zipfile.is_zipfile(package):
+        raise ConfigError(f"model={package} is not a model package (no zip archive): make one with "
+                          "segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip")
+    try:
+        with zipfile.ZipFile(package) as archive:
+            manifest = json.loads(archive.read(MANIFEST))
+    except (KeyError, ValueError, zipfile.BadZipFile, OSError) as error:
+        raise ConfigError(f"model={package} is not a readable model package ({error}); export it again") from None
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"model={package} is a package of format {manifest.get('format')} "
+                          f"{manifest.get('format_version')}, not {FORMAT} {FORMAT_VERSION}: export it again with "
+                          "this segnet")
+    if manifest.get("segnet_version") != segnet_version():
+        raise ConfigError(f"model={package} was written by segnet {manifest.get('segnet_version')}, this is segnet "
+                          f"{segnet_version()}: predict with that version, or export the runs again with this one")
+    return manifest
+
+
+def unpacked(package: Path) -> Path:
+    """The folder a package's models lie in, unpacked on first use (whole, under a temporary
+    name, every member checked against model.json first)."""
+    manifest = read_manifest(package)
+    folder = models_home() / sha256(package)[:32]
+    if (folder / MANIFEST).is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        with zipfile.ZipFile(package) as archive:
+            bad = archive.testzip()
+            if bad is not None:
+                raise ConfigError(f"model={package}: its member {bad} is corrupt (a damaged copy?); copy or export "
+                                  "it again")
+            archive.extractall(staging)
+        for entry in manifest["models"]:
+            member = staging / entry["file"]
+            if not member.is_file() or sha256(member) != entry["sha256"]:
+                raise ConfigError(f"model={package}: {entry['file']} is missing or not the file model.json names; "
+                                  "copy or export it again")
+        try:
+            staging.rename(folder)
+        except OSError:  # another process unpacked it meanwhile
+            if not (folder / MANIFEST).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def package_checkpoints(package: Path) -> list[Path]:
+    """The checkpoint of every model in a package, unpacked."""
+    folder = unpacked(package)
+    return [folder / entry["file"] for entry in json.loads((folder / MANIFEST).read_text())["models"]]
