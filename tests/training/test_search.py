@@ -1,6 +1,7 @@
 """Search through Hydra's Optuna sweeper: a training returns its objective (the configuration names
 it), the study keeps the trial of the higher one and lives in the sweep folder, the report reads
-it back; a missing plugin is named with the extra that installs it."""
+it back; a trial may train several folds and return their mean; a missing plugin is named with
+the extra that installs it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import json
 import pytest
 import yaml
 
-from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, run_train_script
+from helpers.data import write_decathlon
+from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config, run_train_script
 from scripts import search_report
 from segnet.commands import check_plugins
 from segnet.errors import ConfigError
+from segnet.training.folds import FOLDS_FILE, objective_of, train_folds
 
 
 @pytest.mark.slow
@@ -51,9 +54,22 @@ def test_a_missing_search_plugin_is_named_with_its_extra(monkeypatch):
 
 
 def test_the_objective_is_named_by_the_configuration():
-    from segnet.training.folds import objective_of
-
     assert objective_of({"val_dice_mean": 0.5, "best_val_dice_mean": 0.6}, "best_val_dice_mean") == 0.6
     with pytest.raises(ConfigError, match=r"objective=dice is not a number of metrics.json; use one of "
                                           r"best_val_dice_mean, val_dice_mean"):
         objective_of({"val_dice_mean": 0.5, "best_val_dice_mean": 0.6, "scored": {}}, "dice")
+
+
+@pytest.mark.slow
+def test_a_trial_over_folds_trains_each_in_its_folder_and_returns_their_mean(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    run = tmp_path / "run"
+    summary = train_folds(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "folds=[0,2]",
+                                          "objective=best_val_dice_mean", "data.num_workers=0", "op=python",
+                                          "data.steps_per_epoch=1", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    scores = {fold: json.loads((run / f"fold_{fold}" / "metrics.json").read_text())["best_val_dice_mean"]
+              for fold in ("0", "2")}
+    assert summary == {"best_val_dice_mean": pytest.approx(sum(scores.values()) / 2), "folds": scores}
+    assert json.loads((run / FOLDS_FILE).read_text()) == summary
+    splits = {fold: json.loads((run / f"fold_{fold}" / "splits.json").read_text()) for fold in ("0", "2")}
+    assert splits["0"] != splits["2"]  # each run its own fold
