@@ -5,12 +5,14 @@ from .functional import BACKENDS, edge_enhance, edge_magnitude, load_compiled, r
 from .library import OpsBuildError
 from .module import EdgeEnhance
 from .reference import INDUCTOR_OPTIONS, edge_enhance_reference, edge_magnitude_reference
+from .self_check import SelfCheckError
 
 __all__ = [
     "BACKENDS",
     "EdgeEnhance",
     "INDUCTOR_OPTIONS",
     "OpsBuildError",
+    "SelfCheckError",
     "edge_enhance",
     "edge_enhance_reference",
     "edge_magnitude",

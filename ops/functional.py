@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from . import library
+from . import library, self_check
 from .reference import edge_enhance_reference, edge_magnitude_reference
 from .registration import register_python_parts
 
@@ -16,6 +16,7 @@ BACKENDS = ("python", "cpp", "cuda", "auto")
 # (auto then falls back to python). Plain module state so torch.compile can trace the checks.
 _compiled_ready: set[str] = set()
 _unavailable: dict[str, str] = {}
+_fell_back: set[tuple[str, torch.dtype, int]] = set()  # where auto warned that the self-check failed
 
 
 def check_backend_name(backend: str) -> None:
@@ -68,15 +69,33 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return backend
 
 
+def checked_backend(backend: str, x: torch.Tensor) -> str:
+    """The backend that runs for x: resolve_backend's, with the compiled op's first-use self-check
+    for x's device, dtype and dimensionality (ops.self_check) passed, or auto's fallback."""
+    resolved = resolve_backend(backend, x.device)
+    if resolved == "python" or torch.compiler.is_compiling() or x.dim() not in (4, 5):
+        return resolved
+    problem = self_check.problem(x.device, x.dtype, x.dim())
+    if problem is None:
+        return resolved
+    if backend != "auto":
+        raise self_check.SelfCheckError(f"{problem}. Train with op.backend=python (the reference), and report the "
+                                        "GPU and this message")
+    if (x.device.type, x.dtype, x.dim()) not in _fell_back:
+        _fell_back.add((x.device.type, x.dtype, x.dim()))
+        warnings.warn(f"edge_enhance: backend='auto' falls back to python: {problem}", stacklevel=3)
+    return "python"
+
+
 def edge_enhance(x: torch.Tensor, alpha: torch.Tensor, eps: float = 1e-6, backend: str = "auto") -> torch.Tensor:
     """y = x + alpha[c] * sqrt(sum_d (K_d * x)^2 + eps), normalized Sobel K_d, replicate borders."""
-    if resolve_backend(backend, x.device) == "python":
+    if checked_backend(backend, x) == "python":
         return edge_enhance_reference(x, alpha, eps)
     return torch.ops.segnet_ops.edge_enhance(x, alpha, eps)
 
 
 def edge_magnitude(x: torch.Tensor, eps: float = 1e-6, backend: str = "auto") -> torch.Tensor:
     """m = sqrt(sum_d (K_d * x)^2 + eps): the op's magnitude form, without x and the gain."""
-    if resolve_backend(backend, x.device) == "python":
+    if checked_backend(backend, x) == "python":
         return edge_magnitude_reference(x, eps)
     return torch.ops.segnet_ops.edge_magnitude(x, eps)
