@@ -10,17 +10,42 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# The writer of a temporary file, in its name: host, process and thread. They keep concurrent
+# writers of one target apart, and tell remove_temporaries which files a live writer still holds.
+HOST = re.sub(r"[.~]", "_", socket.gethostname())
+TEMPORARY = re.compile(r"^\..*\.(?P<host>[^.~]+)~(?P<pid>\d+)~\d+\.tmp")
 
-def _temporary_beside(path: Path) -> Path:
-    # The full ending kept (.nii.gz, .png, .pt2): writers choose the format by it. The process
-    # and thread in the name keep concurrent writers of one target apart.
+
+def temporary_beside(path: Path) -> Path:
+    """A hidden name beside `path` for this writer, the full ending kept (.nii.gz, .png, .pt2):
+    writers choose the format by it."""
     stem, dot, ending = path.name.partition(".")
-    return path.with_name(f".{stem}.{os.getpid()}-{threading.get_ident()}.tmp{dot}{ending}")
+    return path.with_name(f".{stem}.{HOST}~{os.getpid()}~{threading.get_ident()}.tmp{dot}{ending}")
+
+
+def writer_may_be_alive(temporary: Path) -> bool:
+    """Whether the process that wrote a temporary file may still be writing it: a live process of
+    this host, or any of another host (which nothing here can see); not one that died, nor a file
+    of another naming."""
+    match = TEMPORARY.match(temporary.name)
+    if match is None:
+        return False
+    if match["host"] != HOST:
+        return True
+    try:
+        os.kill(int(match["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -29,7 +54,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     without an error, removed when it does not."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary_beside(path)
+    temporary = temporary_beside(path)
     try:
         yield temporary
         os.replace(temporary, path)
@@ -39,8 +64,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 def remove_temporaries(folder: str | Path) -> list[Path]:
     """Deletes what killed writers left in `folder` (their temporary files; the targets they were
-    writing were never touched). Only for a folder no other process is writing to."""
-    left = sorted(Path(folder).glob(".*.tmp*"))
+    writing were never touched), and nothing a live writer holds: processes predicting parts of
+    one folder (num_parts) keep each other's."""
+    left = [path for path in sorted(Path(folder).glob(".*.tmp*")) if not writer_may_be_alive(path)]
     for path in left:
         path.unlink(missing_ok=True)
     return left

@@ -15,7 +15,13 @@ from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
 from segnet.inference.exported import load_exported, metadata_path
 from segnet.inference.loading import inference_device, load_for_inference, run_folder
-from segnet.inference.prediction_arguments import check_prediction_arguments, is_exported, model_paths, packages
+from segnet.inference.prediction_arguments import (
+    check_prediction_arguments,
+    is_exported,
+    model_paths,
+    packages,
+    part_of,
+)
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.provenance import claim, model_record, stamp
 from segnet.inference.trained_model import TrainedModel
@@ -62,7 +68,7 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     check_prediction_arguments(cfg)
     models = load_models(cfg)
     predictor = Predictor(models, tta=bool(cfg.tta))
-    cases = find_cases(Path(cfg.input), predictor.in_channels)
+    cases = part_of(find_cases(Path(cfg.input), predictor.in_channels), cfg.num_parts, cfg.part_id)
     check_headers(cases, int(cfg.max_voxels), predictor.in_channels)
     folders = model_folders(cfg)
     rules = rules_for(cfg.postprocessing, folders)

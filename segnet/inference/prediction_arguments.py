@@ -50,8 +50,18 @@ def model_paths(cfg: DictConfig) -> list[Path]:
         exported_paths(cfg)
 
 
+def part_of(cases: list, num_parts: int, part_id: int) -> list:
+    """The cases of part `part_id` of `num_parts` (nnU-Net's split: every num_parts-th case from
+    part_id), so that processes given each part predict every case exactly once."""
+    if not (isinstance(num_parts, int) and isinstance(part_id, int) and 0 <= part_id < num_parts):
+        raise ConfigError(f"num_parts={num_parts} part_id={part_id}: give num_parts >= 1 and part_id from 0 to "
+                          "num_parts - 1, one process per part")
+    return cases[part_id::num_parts]
+
+
 def check_prediction_arguments(cfg: DictConfig) -> None:
     for key in ("input", "output"):
         if OmegaConf.is_missing(cfg, key):
             raise ConfigError(f"{key} is required: {USAGE}")
+    part_of([], cfg.num_parts, cfg.part_id)
     model_paths(cfg)

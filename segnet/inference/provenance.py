@@ -26,7 +26,7 @@ from typing import Any
 
 from segnet.data.derived import digest, file_digest
 from segnet.errors import ConfigError
-from segnet.files import write_json
+from segnet.files import temporary_beside, write_json
 from segnet.inference.component_rules import Rules
 from segnet.inference.predictor import Predictor
 
@@ -88,7 +88,7 @@ def read_record(path: Path) -> dict[str, Any]:
 def create_json(path: Path, value: Any) -> bool:
     """Writes `value` to `path`, whole, unless a file is there (another process was first): whether
     it did. A hard link to a file written in full is made only where there is no file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # what segnet.files.remove_temporaries removes
+    temporary = temporary_beside(path)
     temporary.write_text(json.dumps(value, indent=2) + "\n")
     try:
         os.link(temporary, path)

@@ -22,6 +22,7 @@ from segnet.data.image_files import read_stamp
 from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
 from segnet.generated.phantom import save_nifti
 from segnet.inference.predict import predict
+from segnet.inference.prediction_arguments import part_of
 from segnet.inference.predictor import find_cases
 from segnet.inference.provenance import RECORD, claim, create_json, read_record
 
@@ -40,6 +41,20 @@ def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
         find_cases(tmp_path / "plain", 2)
     with pytest.raises(ConfigError, match="does not exist"):
         find_cases(tmp_path / "nowhere", 1)
+
+
+@pytest.mark.parametrize("num_parts", [1, 2, 3, 7])
+def test_the_parts_cover_every_case_exactly_once(num_parts):
+    cases = [f"case_{i}" for i in range(11)]
+    parts = [part_of(cases, num_parts, part) for part in range(num_parts)]
+    assert sorted(case for part in parts for case in part) == cases
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1  # balanced
+
+
+def test_a_part_outside_the_parts_is_refused():
+    for num_parts, part_id in ((2, 2), (2, -1), (0, 0)):
+        with pytest.raises(ConfigError, match=rf"num_parts={num_parts} part_id={part_id}: give num_parts >= 1"):
+            part_of([], num_parts, part_id)
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from helpers.training import (
 )
 from segnet.checkpoints.writing import AtomicCheckpointIO
 from segnet.errors import ConfigError
-from segnet.files import atomic_path, remove_temporaries, write_text
+from segnet.files import atomic_path, remove_temporaries, temporary_beside, write_text
 from segnet.training.train import train
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
@@ -111,11 +111,19 @@ def test_a_failed_write_of_any_run_file_leaves_the_previous_one_whole(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["case.nii.gz"]
     with atomic_path(path) as temporary:  # a writer killed here leaves its temporary behind
         temporary.write_text("half")
-        left = temporary.with_name(temporary.name.replace(".tmp", "-killed.tmp"))
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # a process that has ended
+        left = temporary.with_name(temporary.name.replace(f"~{os.getpid()}~", f"~{dead}~"))
         temporary.rename(left)
         temporary.write_text("second")
+    # what live writers hold stays: this process's (another part predicting into the folder), and
+    # another host's, whose processes nothing here can see
+    live, elsewhere = temporary_beside(path), path.with_name(".case.otherhost~1~1.tmp.nii.gz")
+    live.write_text("another part's")
+    elsewhere.write_text("another node's")
     assert remove_temporaries(path.parent) == [left]
-    assert [p.name for p in path.parent.iterdir()] == ["case.nii.gz"] and path.read_text() == "second"
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(["case.nii.gz", live.name, elsewhere.name])
+    assert path.read_text() == "second"
 
 
 def event_files(run_folder) -> list:
