@@ -59,3 +59,29 @@ def test_the_check_runs_under_no_grad_and_inference_mode(fresh):
     with torch.inference_mode():
         y = ops.edge_enhance(torch.randn(1, 2, 5, 5), torch.ones(2), backend="cpp")
     assert y.shape == (1, 2, 5, 5) and self_check._found[(str(CPU), torch.float32, 4)] is None
+
+
+@pytest.fixture
+def turing_gpu(monkeypatch):
+    """A visible GPU of compute capability 7.5 (a T4), and no CUDA library loaded yet."""
+    from ops import library
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    monkeypatch.setattr(functional, "_compiled_ready", {"cpu"})
+    monkeypatch.setattr(functional, "_unavailable", {})
+
+    def never(*args, **kwargs):
+        raise AssertionError("a CUDA library was built or loaded for a GPU it cannot run on")
+
+    monkeypatch.setattr(library, "build_cuda_library", never)
+    monkeypatch.setattr(library, "_load_shipped", lambda kind, name: never() if kind == "cuda" else None)
+
+
+def test_a_gpu_older_than_the_kernels_need_is_told_before_any_build(turing_gpu):
+    with pytest.raises(ops.OpsBuildError, match=r"needs compute capability 8.0 or newer .* Tesla T4 is 7.5: use "
+                                                r"op.backend=python"):
+        ops.resolve_backend("cuda", torch.device("cuda"))
+    with pytest.warns(UserWarning, match=r"backend='auto' falls back to python on cuda: .*Tesla T4 is 7.5"):
+        assert ops.resolve_backend("auto", torch.device("cuda")) == "python"
