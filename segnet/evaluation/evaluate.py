@@ -36,7 +36,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
     topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
-                        rules=rules, topology=topology).run(cases)
+                        rules=rules, topology=topology).run(cases, int(cfg.num_workers))
     summary = summarize(results, list(model.data["class_names"]))
     summary["evaluated"] = {"checkpoint": str(checkpoint.resolve()), "step": model.step, "split": cfg.data.split,
                             "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin}}

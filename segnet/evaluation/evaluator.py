@@ -30,6 +30,7 @@ from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
 from segnet.inference.component_rules import NONE, Rules
 from segnet.inference.names import check_same_names, dataset_names, run_names
+from segnet.inference.pipeline import predicted_cases
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
@@ -131,8 +132,8 @@ class Evaluator(PredictionWriter):
         self.nsd_tolerance_mm = nsd_tolerance_mm
         self.topology = list(topology)
 
-    def run_case(self, case: Case) -> CaseResult:
-        prediction = super().run_case(case)
+    def finish(self, case: Case, loaded: list[dict], probabilities: list[torch.Tensor]) -> CaseResult:
+        prediction = super().finish(case, loaded, probabilities)
         if not case.label:
             return CaseResult(case, prediction.file, None)
         unprocessed = self.score(prediction.unprocessed, case) if self.rules != NONE else None
@@ -142,8 +143,9 @@ class Evaluator(PredictionWriter):
         return score_case(label_map, case.label, self.class_names, self.nsd_tolerance_mm, self.predictor.ignore_label,
                           self.topology, self.predictor.regions)
 
-    def run(self, cases: list[Case]) -> list[CaseResult]:
-        return [self.run_case(case) for case in tqdm(cases, desc="evaluating", unit="case")]
+    def run(self, cases: list[Case], workers: int = 0) -> list[CaseResult]:
+        """Every case predicted and scored, in order; `workers` loader processes read ahead."""
+        return list(tqdm(predicted_cases(self, cases, workers), total=len(cases), desc="evaluating", unit="case"))
 
 
 def means(scored: list[dict[str, dict[str, Any]]], class_names: list[str]) -> tuple[dict, dict]:

@@ -15,6 +15,7 @@ from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
 from segnet.inference.exported import load_exported, metadata_path
 from segnet.inference.loading import inference_device, load_for_inference, run_folder
+from segnet.inference.pipeline import predicted_cases
 from segnet.inference.prediction_arguments import (
     check_prediction_arguments,
     is_exported,
@@ -87,6 +88,7 @@ def predict(cfg: DictConfig) -> list[Prediction]:
                  len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
              len(models), cfg.tta, rules.to_json())
-    predictions = [writer.run_case(case) for case in tqdm(cases, desc="predicting", unit="case")]
+    predictions = list(tqdm(predicted_cases(writer, cases, int(cfg.num_workers)), total=len(cases),
+                            desc="predicting", unit="case"))
     log.info("label maps in %s", cfg.output)
     return predictions

@@ -170,9 +170,21 @@ class Prediction:
     unprocessed: np.ndarray  # the label map before the postprocessing rules
 
 
+@dataclass
+class CaseLoader:
+    """Each configuration's loading chain and nothing else (no model): what a loader worker
+    (segnet.inference.pipeline) is sent."""
+    loads: list
+
+    def __call__(self, case: Case) -> list[dict]:
+        """The case's image as each configuration's plan loads it."""
+        return [load_case(load, {"image": case_dicts([case])[0]["image"]}) for load in self.loads]
+
+
 class PredictionWriter:
     """Loads a case, predicts it, maps the result back to the image's grid and writes it, with
-    `stamp` in the label map's header."""
+    `stamp` in the label map's header: load, infer and finish, which segnet.inference.pipeline
+    runs in three places at once."""
 
     def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False,
                  rules: Rules = NONE, stamp: str = ""):
@@ -182,6 +194,7 @@ class PredictionWriter:
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
         self.loads = [eval_transforms(with_label=False, **c.geometry) for c in predictor.configurations]
+        self.load = CaseLoader(self.loads)
         # Back to the image's voxel grid: undo the loading transforms (spacing, orientation) on
         # the class probabilities, interpolated linearly, and take the label map there, as
         # nnU-Net does: resampling a label map by nearest neighbour would make every boundary
@@ -193,20 +206,23 @@ class PredictionWriter:
         """Probabilities (classes, *spatial) of one image loaded by `configuration`'s plan."""
         return self.predictor.probabilities(image, configuration)
 
-    def restored_probabilities(self, case: Case) -> np.ndarray:
+    def infer(self, loaded: list[dict]) -> list[torch.Tensor]:
+        """Each configuration's probabilities on its own grid: the network's part."""
+        return [self.predict(item["image"], configuration)
+                for item, configuration in zip(loaded, self.predictor.configurations, strict=True)]
+
+    def restored_probabilities(self, loaded: list[dict], probabilities: list[torch.Tensor]) -> np.ndarray:
         """The case's probabilities on its image's grid: each configuration's, mapped back, averaged."""
         total = None
-        for configuration, load, restore in zip(self.predictor.configurations, self.loads, self.restores,
-                                                strict=True):
-            loaded = load_case(load, {"image": case_dicts([case])[0]["image"]})
-            meta = {"meta": loaded["image"].meta, "applied_operations": loaded["image"].applied_operations}
-            loaded["prob"] = MetaTensor(self.predict(loaded["image"], configuration), **meta)
-            restored = np.asarray(restore(loaded)["prob"], np.float32)
+        for item, inferred, restore in zip(loaded, probabilities, self.restores, strict=True):
+            meta = {"meta": item["image"].meta, "applied_operations": item["image"].applied_operations}
+            restored = np.asarray(restore({**item, "prob": MetaTensor(inferred, **meta)})["prob"], np.float32)
             total = restored if total is None else total + restored
         return total / len(self.predictor.configurations)
 
-    def run_case(self, case: Case) -> Prediction:
-        restored = self.restored_probabilities(case)
+    def finish(self, case: Case, loaded: list[dict], probabilities: list[torch.Tensor]) -> Prediction:
+        """Back onto the image's grid, labelled, postprocessed and written (what the writer does)."""
+        restored = self.restored_probabilities(loaded, probabilities)
         unprocessed = self.predictor.label_map(restored)
         label_map = self.rules.apply(unprocessed)
         if self.save_probabilities:
@@ -217,6 +233,10 @@ class PredictionWriter:
         with atomic_path(path) as temporary:
             write_label(label_map, case.images[0], temporary, self.stamp)
         return Prediction(case, label_map, path, unprocessed)
+
+    def run_case(self, case: Case) -> Prediction:
+        loaded = self.load(case)
+        return self.finish(case, loaded, self.infer(loaded))
 
     def label_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}{label_ending(case.images[0])}"

@@ -376,3 +376,18 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
     monkeypatch.setattr("segnet.export.package.segnet_version", lambda: "9.9.9")
     with pytest.raises(ConfigError, match=r"was written by segnet 0.1.0, this is segnet 9.9.9"):
         read_manifest(package)
+
+
+@pytest.mark.slow
+def test_the_pipelined_predictor_writes_what_one_case_after_another_writes(trained, trained_2d, tmp_path):
+    root, run = trained
+    models = f"ckpt_path=[{run}/checkpoints/last.ckpt,{trained_2d[1]}/checkpoints/last.ckpt]"  # two plans
+    for workers in (0, 2):
+        predictions = predict(compose_config([models, f"input={root / 'imagesTr'}", f"output={tmp_path / str(workers)}",
+                                              f"num_workers={workers}", "save_probabilities=true", "tta=false",
+                                              "op=cpp"], name="predict"))
+        assert [p.case.name for p in predictions] == ["case_000", "case_001", "case_002"]  # in order
+    for name in ("case_000", "case_001", "case_002"):
+        one, two = (tmp_path / str(workers) / f"{name}.nii.gz" for workers in (0, 2))
+        assert np.array_equal(np.asarray(nib.load(one).dataobj), np.asarray(nib.load(two).dataobj))
+        assert np.array_equal(*(np.load(tmp_path / str(w) / f"{name}.npz")["probabilities"] for w in (0, 2)))
