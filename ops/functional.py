@@ -75,14 +75,16 @@ def checked_backend(backend: str, x: torch.Tensor) -> str:
     resolved = resolve_backend(backend, x.device)
     if resolved == "python" or torch.compiler.is_compiling() or x.dim() not in (4, 5):
         return resolved
-    problem = self_check.problem(x.device, x.dtype, x.dim())
+    # under autocast the op runs in float32 (ops.registration's policy): that kernel is the one to check
+    dtype = torch.float32 if torch.is_autocast_enabled(x.device.type) else x.dtype
+    problem = self_check.problem(x.device, dtype, x.dim())
     if problem is None:
         return resolved
     if backend != "auto":
         raise self_check.SelfCheckError(f"{problem}. Train with op.backend=python (the reference), and report the "
                                         "GPU and this message")
-    if (x.device.type, x.dtype, x.dim()) not in _fell_back:
-        _fell_back.add((x.device.type, x.dtype, x.dim()))
+    if (x.device.type, dtype, x.dim()) not in _fell_back:
+        _fell_back.add((x.device.type, dtype, x.dim()))
         warnings.warn(f"edge_enhance: backend='auto' falls back to python: {problem}", stacklevel=3)
     return "python"
 

@@ -83,7 +83,10 @@ def problem(device: torch.device, dtype: torch.dtype, dims: int) -> str | None:
     checked the first time it is asked in this process."""
     key = (str(device), dtype, dims)
     if key not in _found:
-        wrong = differences(device, dtype, dims) if dims in SHAPES else []
+        try:
+            wrong = differences(device, dtype, dims) if dims in SHAPES else []
+        except Exception as error:  # a kernel that fails outright fails its check
+            wrong = [f"the check failed: {type(error).__name__}: {error}"]
         _found[key] = (f"the compiled edge op gives other numbers than the python reference on "
                        f"{device_name(device)} in {str(dtype).removeprefix('torch.')}, {dims - 2}D: "
                        f"{'; '.join(wrong)}") if wrong else None

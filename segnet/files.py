@@ -19,7 +19,19 @@ from typing import Any
 
 # The writer of a temporary file, in its name: host, process and thread. They keep concurrent
 # writers of one target apart, and tell remove_temporaries which files a live writer still holds.
-HOST = re.sub(r"[.~]", "_", socket.gethostname())
+# The host is its name and its process-id namespace: containers that share a host name do not
+# share process ids.
+
+
+def _host() -> str:
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return re.sub(r"[.~]", "_", f"{socket.gethostname()}-{namespace}")
+
+
+HOST = _host()
 TEMPORARY = re.compile(r"^\..*\.(?P<host>[^.~]+)~(?P<pid>\d+)~\d+\.tmp")
 
 

@@ -3,6 +3,7 @@ segnet-export-model runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import zipfile
@@ -24,9 +25,10 @@ log = logging.getLogger(__name__)
 USAGE = "segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=BEST/best_configuration.json)"
 
 
-def chosen_runs(cfg: DictConfig) -> tuple[list[Path], dict[str, Any] | None, str]:
-    """The runs to package, the choice they come from (segnet-find-best-configuration's), and the
-    postprocessing to take: the choice's own where postprocessing=auto."""
+def chosen_runs(cfg: DictConfig) -> tuple[list[Path], dict[str, Any] | None, str, str]:
+    """The runs to package, the choice they come from (segnet-find-best-configuration's), the
+    postprocessing to take (the choice's own where postprocessing=auto) and each run's checkpoint
+    (the one the choice scored)."""
     if cfg.get("choice"):
         path = Path(cfg.choice)
         if not path.is_file():
@@ -35,10 +37,10 @@ def chosen_runs(cfg: DictConfig) -> tuple[list[Path], dict[str, Any] | None, str
         choice = json.loads(path.read_text())
         runs = [Path(run) for name in choice["configurations"] for run in choice["runs"][name].values()]
         rules = str(path.parent / RULES) if cfg.postprocessing == "auto" else cfg.postprocessing
-        return runs, choice, rules
+        return runs, choice, rules, choice.get("checkpoint", cfg.checkpoint)
     if not cfg.get("runs"):
         raise ConfigError(f"runs or choice is required: {USAGE}")
-    return [Path(run) for run in cfg.runs], None, cfg.postprocessing
+    return [Path(run) for run in cfg.runs], None, cfg.postprocessing, cfg.checkpoint
 
 
 def model_entry(run: Path, index: int, checkpoint: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -47,8 +49,8 @@ def model_entry(run: Path, index: int, checkpoint: Path, data: dict[str, Any]) -
 
 
 def export_model(cfg: DictConfig) -> dict[str, Any]:
-    runs, choice, postprocessing = chosen_runs(cfg)
-    checkpoints = [run / "checkpoints" / cfg.checkpoint for run in runs]
+    runs, choice, postprocessing, checkpoint_name = chosen_runs(cfg)
+    checkpoints = [run / "checkpoints" / checkpoint_name for run in runs]
     for checkpoint in checkpoints:
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
     settings = [torch.load(c, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
@@ -68,19 +70,27 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
         "channel_names": [entry["channel"] for entry in first.get("normalization") or []],
         "regions": first.get("regions"), "postprocessing": rules.to_json(),
         "postprocessing_from": [str(p.resolve()) for p in rules_files(postprocessing, runs)],
-        "choice": None if choice is None else {key: choice[key] for key in ("best", "configurations", "rule", "means")},
+        "choice": None if choice is None else {key: choice.get(key) for key in ("best", "configurations", "rule",
+                                                                                 "means", "tta", "checkpoint")},
         "op": {"backends": ["python", "cpp", "cuda"], "cuda_capabilities": [*BASE_CUDA_ARCHS, *NEWER_CUDA_ARCHS],
                "note": "python runs anywhere; cpp and cuda are compiled on first use unless a wheel ships them"},
     }
+    # the rules as the file they were decided into says them (with where they were decided)
+    sources = rules_files(postprocessing, runs)
+    rules_text = sources[0].read_text() if sources else json.dumps(rules.to_json(), indent=2)
+    members = {}
+    for i, (run, checkpoint) in enumerate(zip(runs, checkpoints, strict=True)):
+        members[f"models/{i}/{CHECKPOINT}"] = checkpoint.read_bytes()
+        if (run / "config.yaml").is_file():
+            members[f"models/{i}/config.yaml"] = (run / "config.yaml").read_bytes()
+        if rules != NONE:
+            members[f"models/{i}/{RULES}"] = rules_text.encode()
+    manifest["files"] = {name: hashlib.sha256(content).hexdigest() for name, content in members.items()}
     output = Path(cfg.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as temporary, zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-        for i, (run, checkpoint) in enumerate(zip(runs, checkpoints, strict=True)):
-            archive.write(checkpoint, f"models/{i}/{CHECKPOINT}", compress_type=zipfile.ZIP_STORED)
-            if (run / "config.yaml").is_file():
-                archive.write(run / "config.yaml", f"models/{i}/config.yaml")
-            if rules != NONE:
-                archive.writestr(f"models/{i}/{RULES}", json.dumps(rules.to_json(), indent=2))
+        for name, content in members.items():
+            archive.writestr(name, content, compress_type=zipfile.ZIP_STORED if name.endswith(".ckpt") else None)
         archive.writestr(MANIFEST, json.dumps(manifest, indent=2))
     log.info("%d model(s) packaged into %s; predict with segnet-predict model=%s input=... output=...", len(runs),
              output, output)

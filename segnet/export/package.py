@@ -9,7 +9,7 @@ sha256, its configuration and fold, the class and channel names, the rules, the 
 segnet-find-best-configuration where one was given, and what the op needs.
 
 Prediction unpacks it once into a folder named by its sha256 (under $SEGNET_MODELS, else
-~/.cache/segnet/models), each member checked against model.json, and predicts with the models
+~/.cache/segnet/models), every member checked against its sha256 in model.json, and predicts with the models
 there exactly as with the runs' checkpoints: the same weights, plans and rules. A file that is
 no zip, a member that is missing or altered, or a package of another format or segnet version is
 refused in one line.
@@ -90,11 +90,13 @@ def unpacked(package: Path) -> Path:
                 raise ConfigError(f"model={package}: its member {bad} is corrupt (a damaged copy?); copy or export "
                                   "it again")
             archive.extractall(staging)
-        for entry in manifest["models"]:
-            member = staging / entry["file"]
-            if not member.is_file() or sha256(member) != entry["sha256"]:
-                raise ConfigError(f"model={package}: {entry['file']} is missing or not the file model.json names; "
-                                  "copy or export it again")
+        for name, digest in manifest["files"].items():
+            member = staging / name
+            if not member.is_file() or sha256(member) != digest:
+                raise ConfigError(f"model={package}: {name} is missing or not the file model.json names; copy or "
+                                  "export it again")
+        if folder.is_dir() and not (folder / MANIFEST).is_file():  # left incomplete by hand: made again
+            shutil.rmtree(folder)
         try:
             staging.rename(folder)
         except OSError:  # another process unpacked it meanwhile
@@ -105,7 +107,15 @@ def unpacked(package: Path) -> Path:
     return folder
 
 
+_unpacked: dict[tuple[str, int, int], Path] = {}  # (package, size, mtime) -> its folder, within a process
+
+
 def package_checkpoints(package: Path) -> list[Path]:
-    """The checkpoint of every model in a package, unpacked."""
-    folder = unpacked(package)
+    """The checkpoint of every model in a package, unpacked (once per process: the commands ask
+    several times)."""
+    stat = package.stat()
+    key = (str(package.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _unpacked:
+        _unpacked[key] = unpacked(package)
+    folder = _unpacked[key]
     return [folder / entry["file"] for entry in json.loads((folder / MANIFEST).read_text())["models"]]

@@ -101,7 +101,7 @@ def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
     missing = [key for key in ("orientation", "normalization", "configurations") if key not in plan]
     configurations = plan.get("configurations", {})
     missing += [] if "2d" in configurations else ["configurations.2d"]  # a 2D dataset's plan has no 3d
-    missing += [f"configurations.{c}.{key}" for c in ("2d", "3d") if c in configurations
+    missing += [f"configurations.{c}.{key}" for c in configurations
                 for key in CONFIGURATION_KEYS if key not in configurations[c]]
     if missing:
         raise ConfigError(f"{path} is not a segnet plan (it lacks {', '.join(missing)}); pass a plans.json from "
@@ -142,7 +142,7 @@ def chosen_configuration(data: DictConfig, plan: dict[str, Any]) -> str:
                           f"{plan['median_shape']}, slicing axis {plan['slicing_axis']}), so its plan has no 3d "
                           "configuration, as nnU-Net plans none; train it with data.spatial_dims=2")
     if name not in planned:
-        why = f" ({planned['3d']['why']})" if name == "3d_lowres" and "3d" in planned else ""
+        why = f" ({planned['3d']['why']})" if name == "3d_lowres" and "why" in planned.get("3d", {}) else ""
         raise ConfigError(f"data.configuration={data.configuration}: the plan of {plan['dataset']} has "
                           f"{', '.join(planned)}{why}; train one of those")
     dims = 2 if name == "2d" else 3

@@ -94,6 +94,11 @@ def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, 
         )
     if plan is None or not source.get("plan"):
         return plan
+    trained = source.get("configuration") or f"{source['spatial_dims']}d"
+    if trained != configuration_name(cfg.data):
+        raise ConfigError(f"model.init_from={path} trained the {trained} configuration but this run trains "
+                          f"{configuration_name(cfg.data)}: its weights learnt another spacing. Fine-tune with "
+                          f"data.configuration={trained}")
     moved = source["plan"]
     # the source's schemes and statistics under this dataset's channel names, which its checkpoint then names
     normalization = [{**entry, "channel": own["channel"]}

@@ -34,6 +34,9 @@ def train_folds(cfg: DictConfig) -> dict[str, Any]:
         return metrics
     if "fold" not in cfg.data:
         raise ConfigError(f"folds={list(cfg.folds)} trains folds of a dataset folder: add data=folder data.root=DIR")
+    if cfg.get("ckpt_path") not in (None, "auto"):
+        raise ConfigError(f"folds={list(cfg.folds)} trains each fold in its own folder, resuming its own last.ckpt; "
+                          f"ckpt_path={cfg.ckpt_path} would resume one checkpoint in every fold: leave it out")
     output = Path(cfg.paths.output_dir)
     scores = {}
     for fold in cfg.folds:

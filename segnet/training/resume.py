@@ -80,8 +80,18 @@ def flatten(section: Any, prefix: str) -> dict[str, Any]:
     return {key: value for name, part in section.items() for key, value in flatten(part, f"{prefix}.{name}").items()}
 
 
+def as_saved_now(saved: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's settings with what a newer segnet records and an older one implied: the plan's
+    configuration of a run that only recorded its spatial dims."""
+    data = saved.get("data")
+    if isinstance(data, dict) and "configuration" not in data and "plan" in data and "spatial_dims" in data:
+        saved = {**saved, "data": {**data, "configuration": f"{data['spatial_dims']}d"}}
+    return saved
+
+
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """`key: saved there, current here` for every setting of SECTIONS that differs."""
+    saved = as_saved_now(saved)
     saved = {**saved, "loss": effective_loss(saved["loss"])} if "loss" in saved else saved
     current = {**current, "loss": effective_loss(current["loss"])}
     before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}

@@ -384,3 +384,15 @@ def test_a_fit_that_never_validated_keeps_its_final_weights_as_best(tmp_path):
     assert metrics["checkpoints"]["best"] == str(tmp_path / "checkpoints" / "best.ckpt")
     assert best["global_step"] == last["global_step"] == metrics["global_step"]
     assert all(torch.equal(best["state_dict"][k], last["state_dict"][k]) for k in last["state_dict"])
+
+
+def test_a_run_of_an_older_segnet_resumes_without_its_configuration_recorded():
+    from segnet.training.resume import differences
+
+    sections = {"model": {"channels": [8, 16]}, "optim": {"lr": 0.001}, "loss": {"dice_ce": {"weight": 1.0}},
+                "inference": {"overlap": 0.5}}
+    older = {**sections, "data": {"spatial_dims": 3, "plan": {"orientation": "RAS"}}}
+    now = {**sections, "data": {"spatial_dims": 3, "plan": {"orientation": "RAS"}, "configuration": "3d"}}
+    assert differences(older, now) == []  # the configuration it trained was its spatial dims'
+    lowres = {**sections, "data": {**now["data"], "configuration": "3d_lowres"}}
+    assert differences(older, lowres) == ["data.configuration: 3d there, 3d_lowres now"]
