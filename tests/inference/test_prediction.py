@@ -45,7 +45,7 @@ def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
 
 @pytest.mark.parametrize("num_parts", [1, 2, 3, 7])
 def test_the_parts_cover_every_case_exactly_once(num_parts):
-    cases = [f"case_{i}" for i in range(11)]
+    cases = [f"case_{i:02d}" for i in range(11)]
     parts = [part_of(cases, num_parts, part) for part in range(num_parts)]
     assert sorted(case for part in parts for case in part) == cases
     assert max(map(len, parts)) - min(map(len, parts)) <= 1  # balanced
