@@ -73,8 +73,8 @@ def checked_backend(backend: str, x: torch.Tensor) -> str:
     """The backend that runs for x: resolve_backend's, with the compiled op's first-use self-check
     for x's device, dtype and dimensionality (ops.self_check) passed, or auto's fallback."""
     resolved = resolve_backend(backend, x.device)
-    if resolved == "python" or torch.compiler.is_compiling() or x.dim() not in (4, 5):
-        return resolved
+    if resolved == "python" or torch.compiler.is_compiling() or x.dim() not in (4, 5) or not x.is_floating_point():
+        return resolved  # (the kernel's own checks answer a wrong x)
     # under autocast the op runs in float32 (ops.registration's policy): that kernel is the one to check
     dtype = torch.float32 if torch.is_autocast_enabled(x.device.type) else x.dtype
     problem = self_check.problem(x.device, dtype, x.dim())

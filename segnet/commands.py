@@ -164,7 +164,8 @@ segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postpro
 raise the cross-validation's mean Dice, like nnU-Net's postprocessing determination; the rules
 go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
 
-segnet_find_best_configuration = hydra_command("find_best", "segnet.evaluation.find_best:find_best_configuration")
+segnet_find_best_configuration = hydra_command("find_best",
+                                               "segnet.postprocessing.find_best:find_best_configuration")
 """segnet-find-best-configuration data.root=DATASET 'runs=[RUN, ...]': which configuration, or pair's
 ensemble, scores best on the cross-validation, like nnUNetv2_find_best_configuration; the choice,
 its paired statistics, its postprocessing and the segnet-predict command go into the output folder."""

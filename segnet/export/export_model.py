@@ -1,4 +1,4 @@
-"""From an export_model config to a model package (segnet.export.package): what
+"""From an export_model config to a model package (segnet.inference.package): what
 segnet-export-model runs."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 from ops.library import BASE_CUDA_ARCHS, NEWER_CUDA_ARCHS
 from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.errors import ConfigError
-from segnet.export.package import CHECKPOINT, FORMAT, FORMAT_VERSION, MANIFEST, RULES, segnet_version, sha256
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, rules_files, rules_for
+from segnet.inference.package import CHECKPOINT, FORMAT, FORMAT_VERSION, MANIFEST, RULES, segnet_version, sha256
 from segnet.inference.predictor import SHARED_KEYS
 
 log = logging.getLogger(__name__)

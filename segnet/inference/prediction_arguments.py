@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.paths import checkpoint_paths
 from segnet.errors import ConfigError
-from segnet.export.package import package_checkpoints
+from segnet.inference.package import package_checkpoints
 
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
 

@@ -94,5 +94,5 @@ def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
     model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
     assert model.data["normalization"] == plan
     writer = PredictionWriter(Predictor([model]), tmp_path / "out")
-    normalizing = [t for t in writer.load.transforms if isinstance(t, NormalizeChannelsd)]
+    normalizing = [t for t in writer.loads[0].transforms if isinstance(t, NormalizeChannelsd)]
     assert normalizing[0].plan == plan  # prediction normalizes as training did

@@ -307,7 +307,7 @@ def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(
 @pytest.mark.slow
 def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_with_its_command(
         trained, trained_2d, tmp_path):
-    from segnet.evaluation.find_best import find_best_configuration
+    from segnet.postprocessing.find_best import find_best_configuration
 
     root, run = trained
     result = find_best_configuration(compose_config(
@@ -335,7 +335,7 @@ def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_w
 @pytest.mark.slow
 def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained, trained_2d, tmp_path, monkeypatch):
     from segnet.export.export_model import export_model
-    from segnet.export.package import read_manifest
+    from segnet.inference.package import read_manifest
 
     monkeypatch.setenv("SEGNET_MODELS", str(tmp_path / "unpacked"))
     root, run = trained
@@ -373,7 +373,7 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
     damaged.write_bytes(package.read_bytes()[: package.stat().st_size // 2])
     with pytest.raises(ConfigError, match=r"is not a model package \(no zip archive\)"):
         read_manifest(damaged)
-    monkeypatch.setattr("segnet.export.package.segnet_version", lambda: "9.9.9")
+    monkeypatch.setattr("segnet.inference.package.segnet_version", lambda: "9.9.9")
     with pytest.raises(ConfigError, match=r"was written by segnet 0.1.0, this is segnet 9.9.9"):
         read_manifest(package)
 

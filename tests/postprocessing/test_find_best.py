@@ -10,7 +10,7 @@ import pytest
 from helpers.checkpoints import MODEL_3D, run_data, write_checkpoint
 from segnet.errors import ConfigError
 from segnet.evaluation.candidates import Candidate, candidates, choose, ensemble_probabilities
-from segnet.evaluation.find_best import read_runs
+from segnet.postprocessing.find_best import read_runs
 
 CASES = [f"case_{i}" for i in range(8)]
 
