@@ -46,10 +46,10 @@ CUDA_SOURCES = ("cuda/edge_enhance.cu",)
 CPU_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno")
 # --threads 0: nvcc compiles the architectures side by side, on every core (one at a time otherwise).
 CUDA_FLAGS = ("-O3", "-lineinfo", "--threads", "0")
-BASE_CUDA_ARCHS = ("8.0", "9.0")  # A100, H100/H200: always native code
-# The march's cp.async copies (csrc/march/) need this compute capability; an older GPU (T4, RTX 20xx:
-# 7.5) gets no CUDA library, said in milliseconds from the device instead of after a failed compile.
-MIN_CUDA_CAPABILITY = (8, 0)
+BASE_CUDA_ARCHS = ("7.5", "8.0", "9.0")  # T4/RTX 20xx (plain loads, no cp.async), A100, H100/H200
+# The oldest architecture torch's CUDA 13 builds run on; an older GPU gets no CUDA library, said in
+# milliseconds from the device instead of after a failed compile.
+MIN_CUDA_CAPABILITY = (7, 5)
 NEWER_CUDA_ARCHS = ("10.0", "12.0")  # B200, RTX 50xx/RTX PRO: native code where nvcc knows them
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
 
@@ -324,8 +324,8 @@ def _load_cuda() -> BuiltLibrary:
     capability = torch.cuda.get_device_capability()
     if capability < MIN_CUDA_CAPABILITY:
         raise OpsBuildError(
-            f"The CUDA backend needs compute capability {'.'.join(map(str, MIN_CUDA_CAPABILITY))} or newer (its "
-            f"kernels copy with cp.async) and {torch.cuda.get_device_name()} is {capability[0]}.{capability[1]}: "
+            f"The CUDA backend needs compute capability {'.'.join(map(str, MIN_CUDA_CAPABILITY))} or newer and "
+            f"{torch.cuda.get_device_name()} is {capability[0]}.{capability[1]}: "
             "use op.backend=python on this GPU (op.backend=auto does)."
         )
     load("cpu")  # owns the schemas the CUDA kernels register against

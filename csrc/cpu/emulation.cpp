@@ -63,6 +63,24 @@ BarrierSite skipped_barrier() {
   return {site.substr(0, colon), std::stoi(site.substr(colon + 1))};
 }
 
+// The GPU the emulation stands for, SEGNET_EMULATED_ARCH: unset or 9.0, an H200, whose cp.async
+// copies land when a wait covers them and whose blocks may have 227 KB of shared memory; 7.5, a
+// T4, which has no cp.async (its strips are staged by plain loads that land when issued:
+// strip.h) and allows 64 KB, so that the 3D backward pass in float32 and float64 takes the
+// general form. The residency stays the H200's (kEmulatedResidentWarps) on both.
+struct EmulatedDevice {
+  bool plain_copies;
+  size_t shared_limit;
+};
+
+EmulatedDevice emulated_device() {
+  const char* named = std::getenv("SEGNET_EMULATED_ARCH");
+  const std::string arch = named == nullptr || *named == '\0' ? "9.0" : named;
+  TORCH_CHECK(arch == "9.0" || arch == "7.5", "SEGNET_EMULATED_ARCH=", arch,
+              " is not an architecture the emulation knows: expected 9.0 (an H200) or 7.5 (a T4)");
+  return arch == "7.5" ? EmulatedDevice{true, 64 * 1024} : EmulatedDevice{false, 227 * 1024};
+}
+
 // Runs the launch on the host: every block, every thread of it placed by the kernels' own entry
 // (thread_place; threads past the last unit leave), the lanes of each unit built by
 // make_lane(site, unit's shared memory) (what one GPU thread holds), then march(group, unit) for
@@ -72,6 +90,7 @@ template <typename acc_t, typename MakeLane, typename March>
 void run_launch(const MarchGeometry& g, MakeLane&& make_lane, March&& march) {
   using Lane = decltype(make_lane(lane_site(g, 0, 0), nullptr));
   const BarrierSite skipped = skipped_barrier();
+  copies_land_when_issued = emulated_device().plain_copies;
   at::parallel_for(0, g.blocks, 1, [&](int64_t begin, int64_t end) {
     WarpFibers fibers;
     std::vector<uint64_t> block_shared((g.shared_bytes + 7) / 8);  // aligned for any element type
@@ -113,7 +132,8 @@ at::Tensor emulated_forward(const ForwardCall& call, double eps, bool residual) 
     scalar_t* yp = y.mutable_data_ptr<scalar_t>();
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y}, emulated_residency);
+      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y}, emulated_device().shared_limit,
+                                                                              emulated_residency);
       with_vector(g.vector, [&](auto vector) {
         using Lane = ForwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
         run_launch<acc_t>(
@@ -140,7 +160,8 @@ std::tuple<at::Tensor, at::Tensor> emulated_backward(const BackwardCall& call, d
     scalar_t* gxp = gx.mutable_data_ptr<scalar_t>();
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx}, emulated_residency);
+      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx}, emulated_device().shared_limit,
+                                                                               emulated_residency);
       std::vector<acc_t> partials(g.planes * g.warps_per_plane());
       with_vector(g.vector, [&](auto vector) {
         using Lane = BackwardLane<NDIM, scalar_t, acc_t, decltype(vector)::value>;
@@ -190,11 +211,13 @@ at::Tensor emulated_magnitude_backward(const at::Tensor& grad_m, const at::Tenso
 }
 
 // The launch geometry of the kernel for a tensor of `shape` and `dtype` (`aligned`: data that
-// allows whole-vector loads) on a device that runs `resident_units` of its units at a time, for
-// scripts/kernel_model/geometry.py: the numbers its model needs, in this order.
+// allows whole-vector loads) on a device that runs `resident_units` of its units at a time and
+// lets a block opt into `shared_limit` bytes of shared memory, for scripts/kernel_model/geometry.py:
+// the numbers its model needs, in this order.
 std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, bool backward, bool aligned,
-                                  int64_t resident_units) {
+                                  int64_t resident_units, int64_t shared_limit) {
   TORCH_CHECK(resident_units > 0, "_march_launch: resident_units must be positive, got ", resident_units);
+  TORCH_CHECK(shared_limit > 0, "_march_launch: shared_limit must be positive, got ", shared_limit);
   TORCH_CHECK(shape.size() == 4 || shape.size() == 5, "_march_launch: shape must be (N, C, H, W) or (N, C, D, H, W)");
   const at::Tensor meta = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kMeta));
   std::vector<int64_t> out;
@@ -207,12 +230,13 @@ std::vector<int64_t> march_launch(at::IntArrayRef shape, at::ScalarType dtype, b
         constexpr Pass PASS = decltype(pass)::value;
         constexpr int S = strip_width<NDIM, PASS, scalar_t>();
         MarchGeometry g =
-            make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned);
+            make_march_geometry(NDIM, e.size, e.planes, e.channels, PASS, S, sizeof(scalar_t), sizeof(acc_t), aligned,
+                                size_t(shared_limit));
         split_outer_axis(g, resident_units);
         const int64_t lane_stride = (shared_word(0, 0, 0, 1, S) - shared_word(0, 0, 0, 0, S)) * int64_t(sizeof(acc_t));
         out = {g.outer, g.middle, g.inner, g.strip, g.spans, g.row_lanes, g.rows_per_warp, g.rows_per_unit, g.row_groups,
                g.segment, g.segments, g.extra_planes, g.unit_warps, g.units, g.blocks, g.threads,
-               int64_t(g.shared_bytes), lane_stride};
+               int64_t(g.shared_bytes), lane_stride, int64_t(g.vector)};
       };
       if (backward) launch(std::integral_constant<Pass, Pass::kBackward>{});
       else launch(std::integral_constant<Pass, Pass::kForward>{});
@@ -230,7 +254,8 @@ TORCH_LIBRARY_FRAGMENT(segnet_ops, m) {
   m.def("_emulated_cuda_edge_enhance_backward(Tensor grad_y, Tensor x, Tensor alpha, float eps) -> (Tensor, Tensor)");
   m.def("_emulated_cuda_edge_magnitude(Tensor x, float eps=1e-06) -> Tensor");
   m.def("_emulated_cuda_edge_magnitude_backward(Tensor grad_m, Tensor x, float eps) -> Tensor");
-  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward, bool aligned, int resident_units) -> int[]", &segnet::march_launch);
+  m.def("_march_launch(int[] shape, ScalarType dtype, bool backward, bool aligned, int resident_units, "
+        "int shared_limit) -> int[]", &segnet::march_launch);
 }
 
 TORCH_LIBRARY_IMPL(segnet_ops, CPU, m) {

@@ -115,12 +115,29 @@ __global__ void __launch_bounds__(kSumThreads)
   channel_sum_store(blockIdx.x, threadIdx.x, smem, grad_alpha);
 }
 
+// Once per device: the shared memory one block may opt into (64 KB on 7.5, 99 KB on sm_86, sm_89
+// and sm_120, up to 227 KB on sm_90), within which the launch's layout is chosen
+// (make_march_geometry: the 3D backward pass's 88 KB of float32 staging take the general form on
+// a 7.5 GPU).
+size_t block_shared_limit() {
+  static std::mutex mutex;
+  static std::map<int, size_t> known;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find(device);
+  if (found != known.end()) return found->second;
+  int most = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  known.emplace(device, size_t(most));
+  return size_t(most);
+}
+
 // Once per kernel and device: the shared-memory opt-in its blocks need (a block of the 3D backward
-// pass stages 88 KB, more than the 48 KB a launch gets without one, within every architecture
-// the library is built for: 99 KB on sm_86, sm_89, sm_120), and how many of its units the device
-// runs at a time, from which a launch's segments follow (split_outer_axis). A kernel's blocks
-// need the same bytes at every launch (they follow from its template arguments), so neither is
-// asked again at each step of a training.
+// pass stages 88 KB, more than the 48 KB a launch gets without one), and how many of its units the
+// device runs at a time, from which a launch's segments follow (split_outer_axis). A kernel's
+// blocks need the same bytes at every launch (they follow from its template arguments), so neither
+// is asked again at each step of a training.
 template <typename Kernel>
 int64_t resident_units(Kernel* kernel_function, const MarchGeometry& g) {
   const void* kernel = reinterpret_cast<const void*>(kernel_function);
@@ -132,10 +149,9 @@ int64_t resident_units(Kernel* kernel_function, const MarchGeometry& g) {
   const auto found = known.find({kernel, device});
   if (found != known.end()) return found->second;
   if (g.shared_bytes > kDefaultSharedBytes) {
-    int most = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    TORCH_CHECK(g.shared_bytes <= size_t(most), "edge_enhance: the CUDA kernel needs ", g.shared_bytes,
-                " bytes of shared memory per block, this GPU allows ", most, "; use op.backend=cpp or python on it");
+    TORCH_CHECK(g.shared_bytes <= block_shared_limit(), "edge_enhance: the CUDA kernel needs ", g.shared_bytes,
+                " bytes of shared memory per block, this GPU allows ", block_shared_limit(),
+                "; use op.backend=cpp or python on it");
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.shared_bytes)));
   }
   int blocks_per_sm = 0, sms = 0;
@@ -171,7 +187,7 @@ at::Tensor forward_cuda(const ForwardCall& call, double eps, bool residual) {
     using acc_t = at::opmath_type<scalar_t>;
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y}, [](const MarchGeometry& layout) {
+      const MarchGeometry g = march_geometry<NDIM, Pass::kForward, scalar_t, acc_t>(x, {x, y}, block_shared_limit(), [](const MarchGeometry& layout) {
         return resident_units(forward_kernel_for<NDIM, scalar_t, acc_t>(layout.vector), layout);
       });
       forward_kernel_for<NDIM, scalar_t, acc_t>(g.vector)<<<g.blocks, g.threads, g.shared_bytes, stream>>>(
@@ -191,7 +207,7 @@ std::tuple<at::Tensor, at::Tensor> backward_cuda(const BackwardCall& call, doubl
     using acc_t = at::opmath_type<scalar_t>;
     with_ndim(x, [&](auto ndim) {
       constexpr int NDIM = decltype(ndim)::value;
-      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx}, [](const MarchGeometry& layout) {
+      const MarchGeometry g = march_geometry<NDIM, Pass::kBackward, scalar_t, acc_t>(x, {x, gy, gx}, block_shared_limit(), [](const MarchGeometry& layout) {
         return resident_units(backward_kernel_for<NDIM, scalar_t, acc_t>(layout.vector), layout);
       });
       const at::Tensor partials = at::empty({g.planes * g.warps_per_plane()}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));

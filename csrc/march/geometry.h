@@ -157,8 +157,12 @@ SEGNET_HD int64_t partial_slot(const MarchGeometry& g, unsigned unit, int warp) 
 }
 
 // `aligned`: the data pointers allow whole-vector loads (16 bytes in 2D, strip * element in 3D).
+// `shared_limit`: the most shared memory a block may opt into on the device. A whole-vector layout
+// that needs more (the 3D backward pass stages 88 KB in float32 and float64; a 7.5 GPU allows
+// 64 KB) takes the general form, which stages nothing.
 inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t planes, int64_t channels, Pass pass,
-                                         int strip, size_t scalar_bytes, size_t acc_bytes, bool aligned) {
+                                         int strip, size_t scalar_bytes, size_t acc_bytes, bool aligned,
+                                         size_t shared_limit) {
   MarchGeometry g{};
   g.ndim = ndim;
   g.outer = ndim == 3 ? size[0] : size[1];
@@ -190,6 +194,9 @@ inline MarchGeometry make_march_geometry(int ndim, const int* size, int64_t plan
   const size_t staging = g.vector ? size_t(g.unit_warps) * ring_slots(ndim, pass, true) * ahead_rows * kWarpLanes * strip * scalar_bytes : 0;
   g.unit_shared_bytes = g.staging_offset + staging;
   g.shared_bytes = g.unit_shared_bytes * size_t(g.threads / (g.unit_warps * kWarpLanes));
+  if (g.vector && g.shared_bytes > shared_limit) {
+    return make_march_geometry(ndim, size, planes, channels, pass, strip, scalar_bytes, acc_bytes, false, shared_limit);
+  }
   return g;
 }
 

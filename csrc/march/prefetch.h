@@ -14,7 +14,9 @@
 //
 // On the host the copies are emulated as the GPU may perform them: late. A copy writes NaN into
 // its slot at once and the data only when a wait covers its group, so reading a slot before the
-// wait reads NaN, as reading before the copy lands could on the GPU.
+// wait reads NaN, as reading before the copy lands could on the GPU. GPUs without cp.async (7.5)
+// load plain (strip.h): their data is in the slot when the load returns, which the emulation
+// does when copies_land_when_issued is set (emulation.cpp: SEGNET_EMULATED_ARCH=7.5).
 #pragma once
 
 #include <type_traits>
@@ -33,6 +35,10 @@ namespace segnet {
 
 template <int SLOT>
 using Slot = std::integral_constant<int, SLOT>;
+
+#if !defined(__CUDA_ARCH__)
+inline bool copies_land_when_issued = false;
+#endif
 
 template <int RING, int FIRST, class F, int... K>
 SEGNET_HD void for_slots(F& f, std::integer_sequence<int, K...>) {
@@ -69,6 +75,10 @@ struct Prefetch<true, RING, ROWS, S, scalar_t> {
     copy_strip_async<S>(from_row, w0, n, slot(SLOT, row));
 #else
     scalar_t* to = slot(SLOT, row);
+    if (copies_land_when_issued) {
+      std::memcpy(to, vector_strip<S>(from_row, w0, n), S * sizeof(scalar_t));
+      return;
+    }
     for (int i = 0; i < S; ++i) to[i] = std::numeric_limits<scalar_t>::quiet_NaN();
     groups.back().push_back({to, vector_strip<S>(from_row, w0, n)});
 #endif

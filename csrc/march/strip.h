@@ -68,28 +68,46 @@ SEGNET_HD const scalar_t* vector_strip(const scalar_t* row, int w0, int n) {
 }
 
 #if defined(__CUDACC__)
-// The whole-vector strip at w0, copied to `to` in shared memory without passing through
-// registers (cp.async: the copy runs while the lane computes, and nothing but the explicit
-// wait_for_copies() waits for it). The host emulation performs the copies itself (prefetch.h).
+// cp.async (compute capability 8.0 and up) copies global to shared memory without passing through
+// registers. Older GPUs (7.5: T4, RTX 20xx) get plain loads, compiled for them alone.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define SEGNET_PLAIN_STRIP_COPIES 1
+#endif
+
+// The whole-vector strip at w0, copied to `to` in shared memory. With cp.async the copy runs while
+// the lane computes, and nothing but the explicit wait_for_copies() waits for it; with plain loads
+// it is a vector load and a shared store, done when the call returns, and the waits are no-ops.
+// The host emulation performs the copies itself (prefetch.h).
 template <int S, typename scalar_t>
 __device__ __forceinline__ void copy_strip_async(const scalar_t* row, int w0, int n, scalar_t* to) {
   const scalar_t* from = vector_strip<S>(row, w0, n);
   constexpr int kBytes = S * sizeof(scalar_t);
+#if defined(SEGNET_PLAIN_STRIP_COPIES)
+  using V = typename VectorOf<kBytes>::type;
+  *reinterpret_cast<V*>(to) = *reinterpret_cast<const V*>(from);
+#else
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
   if constexpr (kBytes == 16) {  // .cg: 16-byte copies may skip L1 (the halo rows hit L2 anyway)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from) : "memory");
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(from), "n"(kBytes) : "memory");
   }
+#endif
 }
 
 // Closes the group of copies issued since the last call.
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void commit_copies() {
+#if !defined(SEGNET_PLAIN_STRIP_COPIES)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
 
 // Waits until at most PENDING of this lane's most recent groups of copies are still in flight.
 template <int PENDING>
 __device__ __forceinline__ void wait_for_copies() {
+#if !defined(SEGNET_PLAIN_STRIP_COPIES)
   asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+#endif
 }
 #endif
 

@@ -1,4 +1,5 @@
-"""Static performance model of the CUDA kernels, read from their sm_90 code: needs nvcc, not a GPU.
+"""Static performance model of the CUDA kernels, read from their sm_90 code, and every built
+architecture's limits: needs nvcc, not a GPU.
 
 It builds the CUDA library exactly as the product does (`ops.library.build_cuda_library`, cached
 like every build) and reads every kernel instantiation (2D/3D x forward/backward x float32,
@@ -28,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import sass
+from .architectures import ArchitectureRow, architecture_rows
+from .architectures import table as architecture_table
 from .geometry import launch, output_warps
 from .h200 import ARCH, Loop, analyse_loop, at_shape, binding, executed, rates, resident_warps
 
@@ -116,8 +119,8 @@ def demangle(names: list[str]) -> list[str]:
     return done.stdout.splitlines()
 
 
-def resource_usage(library: Path) -> dict[str, dict[str, int]]:
-    out = subprocess.run([cuobjdump(), "-res-usage", "-arch", ARCH, str(library)], capture_output=True, text=True,
+def resource_usage(library: Path, arch: str = ARCH) -> dict[str, dict[str, int]]:
+    out = subprocess.run([cuobjdump(), "-res-usage", "-arch", arch, str(library)], capture_output=True, text=True,
                          check=True).stdout
     usage = {}
     for name, fields in re.findall(r"Function (\S+):\s*\n\s*(.+)", out):
@@ -139,6 +142,33 @@ def march_loop(function: str, strip_bytes: int, element: int, shared_lane_stride
     return analyse_loop(best[0], strip_bytes, element, block_warps)
 
 
+@dataclass(frozen=True)
+class MarchKernel:
+    direction: str
+    ndim: int
+    dtype: str
+    size: int  # bytes per element
+    vector: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.ndim}D {self.direction} {self.dtype}{'' if self.vector else ' (clamped loads)'}"
+
+    def geometry(self) -> dict:
+        """The launch of a shape every strip fits: the strip width, unit and shared layout."""
+        return launch((1, 1, 64, 64, 256)[: self.ndim + 2], self.dtype, self.direction == "backward", self.vector)
+
+
+def march_kernel(readable: str) -> MarchKernel | None:
+    """The march kernel a demangled name instantiates; None for the channel sum (one block per
+    channel, not a march)."""
+    match = KERNEL.search(readable)
+    if not match:
+        return None
+    dtype, size = DTYPES[match.group(3)]
+    return MarchKernel(match.group(1), int(match.group(2)), dtype, size, match.group(4) == "true")
+
+
 def report(library: Path) -> list[KernelReport]:
     import ops.library
 
@@ -150,13 +180,11 @@ def report(library: Path) -> list[KernelReport]:
     names = list(functions)
     rows = []
     for mangled, readable in zip(names, demangle(names), strict=True):
-        match = KERNEL.search(readable)
-        if not match:
-            continue  # the channel sum: one block per channel, not a march
-        direction, ndim, element, vector = match.group(1), int(match.group(2)), match.group(3), match.group(4) == "true"
-        dtype, size = DTYPES[element]
-        # the geometry of a shape every strip fits: the strip width, unit and shared layout
-        g = launch((1, 1, 64, 64, 256)[: ndim + 2], dtype, direction == "backward", vector)
+        kernel = march_kernel(readable)
+        if kernel is None:
+            continue
+        direction, ndim, dtype, size, vector = kernel.direction, kernel.ndim, kernel.dtype, kernel.size, kernel.vector
+        g = kernel.geometry()
         loop = march_loop(functions[mangled], g["strip"] * size, size, g["shared_lane_stride"], g["threads"] // 32)
         res = usage[mangled]
         moved = size * (2 if direction == "forward" else 3)
@@ -165,7 +193,7 @@ def report(library: Path) -> list[KernelReport]:
         limits = rates(loop, g["strip"], warps, share, 1.0, moved)
         name, fraction = binding(limits)
         report_row = KernelReport(
-            kernel=f"{ndim}D {direction} {dtype}{'' if vector else ' (clamped loads)'}",
+            kernel=kernel.name,
             ndim=ndim, direction=direction, dtype=dtype, loads="vector" if vector else "clamped",
             registers=res["REG"], stack=res["STACK"], spills=res["LOCAL"], shared=res["SHARED"] + g["shared_bytes"],
             loop_instructions=loop.instructions, outputs_per_iteration=loop.outputs,
@@ -180,6 +208,21 @@ def report(library: Path) -> list[KernelReport]:
         rows.append(report_row)
     order = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
     return sorted(rows, key=lambda r: (r.loads != "vector", r.ndim, r.direction != "forward", order[r.dtype]))
+
+
+def architecture_report(library: Path) -> list[ArchitectureRow]:
+    """Every native architecture's rows (architectures.py)."""
+    import ops.library
+
+    ops.library.load("cpu")  # the test-only op that gives the launch geometry
+
+    def classify(readable: str) -> tuple[str, str, int] | None:
+        kernel = march_kernel(readable)
+        if kernel is None:
+            return None
+        return kernel.name, "vector" if kernel.vector else "clamped", kernel.geometry()["shared_bytes"]
+
+    return architecture_rows(cuobjdump(), library, classify, lambda arch: resource_usage(library, arch), demangle)
 
 
 def modeled_fractions(rows: list[KernelReport]) -> dict[tuple[str, int, str, str], float]:
@@ -239,15 +282,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rows = report(library)
+    architectures = architecture_report(library)
     print(f"sm_90 code of {library}\n")
     print("Each limit's output rate over a copy's, at the model's best geometry:\n")
     print(table(rows))
     print("\nAt the benchmark shapes (scripts/bench_op.py) and a 3D U-Net skip, whole-vector kernels:\n")
     print(shape_table(rows))
     print("\nThe modeled fraction is a ceiling, not a promise (see scripts/kernel_model/h200.py).")
-    problems = [p for r in rows for p in r.problems()]
+    print("\nEvery architecture the library holds native code for (scripts/kernel_model/architectures.py):\n")
+    print(architecture_table(architectures))
+    problems = [p for r in rows for p in r.problems()] + [p for r in architectures for p in r.problems()]
     for problem in problems:
         print(f"FAIL {problem}")
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) | {"checked": r.checked} for r in rows], indent=1))
+        written = {"sm_90": [asdict(r) | {"checked": r.checked} for r in rows],
+                   "architectures": [asdict(r) | {"launched": r.launched} for r in architectures]}
+        args.json.write_text(json.dumps(written, indent=1))
     return 1 if problems else 0

@@ -157,6 +157,26 @@ def test_emulated_grad_alpha_is_reproducible(shape, threads):
     assert relative_error(first, expected) <= 1e-5
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(2, 3, 20, 64), (1, 2, 9, 31, 24), (1, 2, 9, 17, 70)], ids=shape_id)
+def test_the_kernels_of_a_gpu_without_cp_async_match_reference(monkeypatch, shape, dtype):
+    """Compute capability 7.5 (a T4): the whole-vector strips are staged by plain loads, whose
+    data is in shared memory when the load returns (csrc/march/strip.h), and a block gets 64 KB
+    of shared memory, so the float32 and float64 3D backward pass runs the general form."""
+    monkeypatch.setenv("SEGNET_EMULATED_ARCH", "7.5")
+    x, alpha, grad_y = random_inputs(shape)
+    expected = reference_with_grads(*as_stored(dtype, x, alpha, grad_y))
+    got = emulated(x.to(dtype), alpha.to(dtype), grad_y.to(dtype))
+    assert_matches(got, expected, TOLERANCE[dtype], dtype=dtype)
+
+
+def test_an_architecture_the_emulation_does_not_know_is_refused(monkeypatch):
+    monkeypatch.setenv("SEGNET_EMULATED_ARCH", "6.1")
+    x, alpha, grad_y = random_inputs((1, 2, 9, 24))
+    with pytest.raises(RuntimeError, match=r"SEGNET_EMULATED_ARCH=6.1 is not an architecture the emulation knows"):
+        emulated(x, alpha, grad_y)
+
+
 @pytest.mark.parametrize("shape", [(0, 3, 8, 8), (0, 2, 4, 4, 4)], ids=shape_id)
 def test_emulated_kernels_on_empty_batches(shape):
     x, alpha, grad_y = random_inputs(shape)

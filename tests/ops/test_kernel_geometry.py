@@ -42,3 +42,17 @@ def test_segments_fill_an_idle_device_and_stay_long_on_a_full_one():
     for outer in (1, 5):  # shorter than a segment: one, of kMinSegment planes (the march stops at the end)
         short = launch((2, 3, outer, 9, 16), "float32", backward=True, resident_units=1)
         assert (short["segment"], short["segments"]) == (8, 1)
+
+
+@pytest.mark.usefixtures("cpu_library")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_block_over_the_device_s_shared_memory_takes_the_general_form(dtype):
+    """The 3D backward pass stages 88 KB per block in float32 and float64; a 7.5 GPU (a T4) lets a
+    block opt into 64 KB, so there the launch is the general form's, and on an H200 it is not."""
+    shape = (2, 8, 32, 64, 128)
+    staged = launch(shape, dtype, backward=True, shared_limit=227 * 1024)
+    assert staged["vector"] == 1 and staged["shared_bytes"] == 88 * 1024
+    on_t4 = launch(shape, dtype, backward=True, shared_limit=64 * 1024)
+    assert on_t4 == launch(shape, dtype, backward=True, vector=False)
+    assert on_t4["vector"] == 0 and on_t4["shared_bytes"] <= 64 * 1024
+    assert launch(shape, "float16", backward=True, shared_limit=64 * 1024)["vector"] == 1  # 56 KB fits

@@ -62,13 +62,14 @@ def test_the_check_runs_under_no_grad_and_inference_mode(fresh):
 
 
 @pytest.fixture
-def turing_gpu(monkeypatch):
-    """A visible GPU of compute capability 7.5 (a T4), and no CUDA library loaded yet."""
+def volta_gpu(monkeypatch):
+    """A visible GPU of compute capability 7.0 (a V100, older than torch's CUDA 13 builds and the
+    kernels support), and no CUDA library loaded yet."""
     from ops import library
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100")
     monkeypatch.setattr(functional, "_compiled_ready", {"cpu"})
     monkeypatch.setattr(functional, "_unavailable", {})
 
@@ -79,9 +80,9 @@ def turing_gpu(monkeypatch):
     monkeypatch.setattr(library, "_load_shipped", lambda kind, name: never() if kind == "cuda" else None)
 
 
-def test_a_gpu_older_than_the_kernels_need_is_told_before_any_build(turing_gpu):
-    with pytest.raises(ops.OpsBuildError, match=r"needs compute capability 8.0 or newer .* Tesla T4 is 7.5: use "
+def test_a_gpu_older_than_the_kernels_need_is_told_before_any_build(volta_gpu):
+    with pytest.raises(ops.OpsBuildError, match=r"needs compute capability 7.5 or newer and Tesla V100 is 7.0: use "
                                                 r"op.backend=python"):
         ops.resolve_backend("cuda", torch.device("cuda"))
-    with pytest.warns(UserWarning, match=r"backend='auto' falls back to python on cuda: .*Tesla T4 is 7.5"):
+    with pytest.warns(UserWarning, match=r"backend='auto' falls back to python on cuda: .*Tesla V100 is 7.0"):
         assert ops.resolve_backend("auto", torch.device("cuda")) == "python"
