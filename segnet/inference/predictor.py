@@ -17,6 +17,7 @@ averaged there with equal weights (five folds of one configuration count as one)
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -38,7 +39,13 @@ from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, Rules
 from segnet.inference.trained_model import TrainedModel
-from segnet.inference.windows import plain, predict_with_flips, probabilities_of, training_autocast
+from segnet.inference.windows import (
+    on_device_or_host,
+    plain,
+    predict_with_flips,
+    probabilities_of,
+    training_autocast,
+)
 
 log = logging.getLogger(__name__)
 CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
@@ -147,15 +154,23 @@ class Predictor:
         axes = range(2, 2 + configuration.spatial_dims)
         for model in configuration.models:
             batch = plain(image)[None].to(model.device)
-            with training_autocast(model.precision, model.device):
-                regions = self.regions is not None
-                if self.tta:
-                    p = predict_with_flips(model.predict_logits, batch, axes, regions)
-                else:
-                    p = probabilities_of(model.predict_logits(batch), regions)
-            p = p.float().cpu()[0]
+            run = functools.partial(self.model_probabilities, model, batch, axes)
+            p = on_device_or_host(run, model.device, tuple(batch.shape[2:])).float().cpu()[0]
             total = p if total is None else total + p
         return total / len(configuration.models)
+
+    def model_probabilities(self, model: TrainedModel, batch: torch.Tensor, axes: range,
+                            output_device: torch.device | None) -> torch.Tensor:
+        """One model's probabilities of a batch on its device, mirrored when self.tta, the whole
+        image accumulated on `output_device` (None: the model's device)."""
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            return model.predict_logits(x, output_device)
+
+        regions = self.regions is not None
+        with training_autocast(model.precision, model.device):
+            if self.tta:
+                return predict_with_flips(predict, batch, axes, regions)
+            return probabilities_of(predict(batch), regions)
 
     def label_map(self, probabilities: np.ndarray) -> np.ndarray:
         return label_map_of(probabilities, self.regions)

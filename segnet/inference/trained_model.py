@@ -27,6 +27,7 @@ class TrainedModel:
         if isinstance(self.net, torch.nn.Module):
             self.net.eval()  # normalization and dropout as inference needs them, whoever built it
 
-    def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
-        """Whole-image logits for a batch (N, C, *spatial) on self.device."""
-        return predict_whole_image(self.net, image, int(self.data["spatial_dims"]), self.inference)
+    def predict_logits(self, image: torch.Tensor, output_device: torch.device | None = None) -> torch.Tensor:
+        """Whole-image logits for a batch (N, C, *spatial) on self.device, accumulated on
+        `output_device` (None: self.device)."""
+        return predict_whole_image(self.net, image, int(self.data["spatial_dims"]), self.inference, output_device)

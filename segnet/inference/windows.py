@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -44,24 +45,50 @@ def predict_logits(
     sw_batch_size: int = 4,
     overlap: float = 0.5,
     slice_batch: int = 32,
+    output_device: torch.device | None = None,
 ) -> torch.Tensor:
-    """Logits of shape (N, classes, *spatial) for an image of shape (N, C, *spatial)."""
+    """Logits of shape (N, classes, *spatial) for an image of shape (N, C, *spatial), the windows
+    run on the image's device and the whole image's logits accumulated on `output_device` (None:
+    the image's; MONAI's sw_device and device)."""
     image_dims = image.dim() - 2
     if model_dims == 2 and image_dims == 3:  # whole slices across the last axis, slice_batch at a time
-        return SliceInferer(roi_size=(-1, -1), sw_batch_size=slice_batch, spatial_dim=2, overlap=0.0)(image, net)
+        inferer = SliceInferer(roi_size=(-1, -1), sw_batch_size=slice_batch, spatial_dim=2, overlap=0.0,
+                               sw_device=image.device, device=output_device)
+        return inferer(image, net)
     if model_dims == 3 and any(s > r for s, r in zip(image.shape[2:], roi_size, strict=True)):
         inferer = SlidingWindowInferer(
             roi_size=list(roi_size), sw_batch_size=sw_batch_size, overlap=overlap, mode="gaussian",
-            padding_mode="replicate",
+            padding_mode="replicate", sw_device=image.device, device=output_device,
         )
         return inferer(image, net)
-    return net(image)
+    logits = net(image)
+    return logits if output_device is None else logits.to(output_device)
 
 
-def predict_whole_image(net: Network, image: torch.Tensor, spatial_dims: int, inference: dict) -> torch.Tensor:
+def on_device_or_host(run: Callable[[torch.device | None], torch.Tensor], device: torch.device,
+                      shape: Sequence[int]) -> torch.Tensor:
+    """run(None): the windows run on `device` and the whole image accumulates there. When the
+    device's memory runs out, run(cpu): the same windows on the device, the whole image in host
+    memory (slower: every window's output crosses to the host), as nnU-Net's predictor falls back
+    and MONAI's device= allows."""
+    try:
+        return run(None)
+    except torch.OutOfMemoryError as error:
+        if device.type == "cpu":
+            raise
+        first_line = str(error).splitlines()[0] if str(error) else "out of memory"
+        warnings.warn(f"the whole image of shape {tuple(shape)} did not fit in the memory of {device} ({first_line}): "
+                      "accumulating it in host memory instead, which is slower", stacklevel=2)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the failed attempt's blocks, before the windows run again
+        return run(torch.device("cpu"))
+
+
+def predict_whole_image(net: Network, image: torch.Tensor, spatial_dims: int, inference: dict,
+                        output_device: torch.device | None = None) -> torch.Tensor:
     """predict_logits with a model's `inference` settings (roi_size, sw_batch_size, overlap)."""
     return predict_logits(net, image, spatial_dims, inference["roi_size"], inference["sw_batch_size"],
-                          inference["overlap"])
+                          inference["overlap"], output_device=output_device)
 
 
 def probabilities_of(logits: torch.Tensor, regions: bool = False) -> torch.Tensor:
