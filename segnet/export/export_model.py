@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 from ops.library import BASE_CUDA_ARCHS, NEWER_CUDA_ARCHS
 from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.errors import ConfigError
+from segnet.export.exporter import FORMATS, metadata_path
+from segnet.export.exporter import export_model as export_network
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, rules_files, rules_for
+from segnet.inference.loading import load_for_inference
 from segnet.inference.package import CHECKPOINT, FORMAT, FORMAT_VERSION, MANIFEST, RULES, segnet_version, sha256
 from segnet.inference.predictor import SHARED_KEYS
 
@@ -48,7 +52,27 @@ def model_entry(run: Path, index: int, checkpoint: Path, data: dict[str, Any]) -
             "configuration": data.get("configuration") or f"{data['spatial_dims']}d", "fold": data.get("fold")}
 
 
+def exported_members(index: int, checkpoint: Path, formats: list[str], device: str) -> dict[str, bytes]:
+    """The model's network exported in each format (segnet-export's), with its model.json, as
+    package members: what predicts without segnet's training stack (torch and the op library)."""
+    members = {}
+    model = load_for_inference(checkpoint, device, "cuda" if device == "cuda" else "cpp")
+    with tempfile.TemporaryDirectory() as folder:
+        for export_format in formats:
+            written = Path(folder) / f"{export_format}.pt2"
+            export_network(model, written, export_format)
+            members[f"models/{index}/exports/{export_format}.pt2"] = written.read_bytes()
+            members[f"models/{index}/exports/{export_format}.json"] = metadata_path(written).read_bytes()
+    return members
+
+
 def export_model(cfg: DictConfig) -> dict[str, Any]:
+    formats = list(cfg.exports or [])
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise ConfigError(f"exports={formats}: {', '.join(unknown)} is no export format; use {', '.join(FORMATS)}")
+    if formats and cfg.device not in ("cpu", "cuda"):
+        raise ConfigError(f"device={cfg.device}: name the device the exports will run on, device=cpu or device=cuda")
     runs, choice, postprocessing, checkpoint_name = chosen_runs(cfg)
     checkpoints = [run / "checkpoints" / checkpoint_name for run in runs]
     for checkpoint in checkpoints:
@@ -74,6 +98,7 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
                                                                                  "means", "tta", "checkpoint")},
         "op": {"backends": ["python", "cpp", "cuda"], "cuda_capabilities": [*BASE_CUDA_ARCHS, *NEWER_CUDA_ARCHS],
                "note": "python runs anywhere; cpp and cuda are compiled on first use unless a wheel ships them"},
+        "exports": {"formats": formats, "device": cfg.device if formats else None},
     }
     # the rules as the file they were decided into says them (with where they were decided)
     sources = rules_files(postprocessing, runs)
@@ -85,6 +110,8 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
             members[f"models/{i}/config.yaml"] = (run / "config.yaml").read_bytes()
         if rules != NONE:
             members[f"models/{i}/{RULES}"] = rules_text.encode()
+        if formats:
+            members.update(exported_members(i, checkpoint, formats, cfg.device))
     manifest["files"] = {name: hashlib.sha256(content).hexdigest() for name, content in members.items()}
     output = Path(cfg.output)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,10 @@ segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip, and segnet-predict model
 
 The package is a zip holding, for each run (a fold of a configuration), its checkpoint's final
 weights with the plan they carry (models/<i>/checkpoints/final.ckpt), its resolved training
-configuration (config.yaml) and the postprocessing rules (postprocessing.json), and model.json:
+configuration (config.yaml), the postprocessing rules (postprocessing.json) and, where asked
+(exports=[aoti, exported_program]), its network exported as segnet-export writes it
+(exports/<format>.pt2 and its .json: what predicts with torch and the op library alone), and
+model.json:
 what the package is (its format and the segnet version that wrote it), each model's file and
 sha256, its configuration and fold, the class and channel names, the rules, the choice of
 segnet-find-best-configuration where one was given, and what the op needs.

@@ -226,3 +226,19 @@ def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, ao
     for case in sorted(images.iterdir()):
         a, b = (nib.load(tmp_path / side / case.name) for side in ("exported", "checkpoint"))
         assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj)) and np.allclose(a.affine, b.affine)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["exports=[onnx]"], r"exports=\['onnx'\]: onnx is no export format; use aoti, exported_program"),
+    (["exports=[aoti]", "device=auto"], r"device=auto: name the device the exports will run on"),
+])
+def test_a_package_s_exports_are_checked_before_anything_is_read(tmp_path, overrides, message):
+    from helpers.training import compose_config
+    from segnet.errors import ConfigError
+    from segnet.export.export_model import export_model as export_package
+
+    cfg = compose_config([f"runs=[{tmp_path / 'no-run'}]", f"output={tmp_path / 'model.zip'}", *overrides],
+                         name="export_model")
+    with pytest.raises(ConfigError, match=message):
+        export_package(cfg)
+    assert not (tmp_path / "model.zip").exists()

@@ -335,7 +335,8 @@ def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_w
 @pytest.mark.slow
 def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained, trained_2d, tmp_path, monkeypatch):
     from segnet.export.export_model import export_model
-    from segnet.inference.package import read_manifest
+    from segnet.inference.loading import load_for_inference
+    from segnet.inference.package import read_manifest, unpacked
 
     monkeypatch.setenv("SEGNET_MODELS", str(tmp_path / "unpacked"))
     root, run = trained
@@ -347,9 +348,20 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
                                                              "classes_largest_component": []}))
     (runs[1] / "postprocessing.json").write_text((runs[0] / "postprocessing.json").read_text())
     package = tmp_path / "model.zip"
-    manifest = export_model(compose_config([f"runs=[{runs[0]},{runs[1]}]", f"output={package}"],
-                                           name="export_model"))
+    manifest = export_model(compose_config([f"runs=[{runs[0]},{runs[1]}]", f"output={package}",
+                                            "exports=[exported_program]"], name="export_model"))
     assert [m["configuration"] for m in manifest["models"]] == ["3d", "2d"]
+    # each network rides along exported, for torch and the op library alone, computing what it computes
+    assert manifest["exports"] == {"formats": ["exported_program"], "device": "cpu"}
+    folder = unpacked(package)
+    for i, (run_folder, shape) in enumerate(zip(runs, [(1, 1, 16, 16, 16), (2, 1, 16, 16)], strict=True)):
+        exported = torch.export.load(folder / f"models/{i}/exports/exported_program.pt2").module()
+        eager = load_for_inference(run_folder / "checkpoints" / "final.ckpt", "cpu", "cpp").net
+        x = torch.randn(shape)
+        with torch.no_grad():
+            torch.testing.assert_close(exported(x), eager(x))
+        assert json.loads((folder / f"models/{i}/exports/exported_program.json").read_text())["format"] == \
+            "exported_program"
     assert manifest["class_names"] == ["background", "core", "shell"]
     assert manifest["postprocessing"]["foreground_largest_component"] is True
     image = root / "imagesTr" / "case_000.nii.gz"
