@@ -41,6 +41,15 @@ def test_a_two_trial_optuna_sweep_keeps_the_trial_with_the_higher_objective(tmp_
     assert f"objective {max(trials.values()):.4f}" in report and (sweep / "search.png").is_file()
 
 
+def test_the_preset_search_is_modeled_by_tpe_after_its_random_start():
+    """TPE draws its first n_startup_trials at random; with Optuna's default of 10 a 10-trial search
+    would be a random one."""
+    from helpers import ROOT
+
+    sweeper = yaml.safe_load((ROOT / "conf" / "experiment" / "search_loss.yaml").read_text())["hydra"]["sweeper"]
+    assert sweeper["sampler"]["n_startup_trials"] <= sweeper["n_trials"] // 2
+
+
 def test_a_missing_search_plugin_is_named_with_its_extra(monkeypatch):
     import importlib.util
 
