@@ -146,8 +146,9 @@ class Predictor:
 
     @torch.no_grad()
     def probabilities(self, image: torch.Tensor, configuration: Configuration) -> torch.Tensor:
-        """(classes, *spatial) float32 on the CPU, for one image loaded by `configuration`'s plan
-        (C, *spatial), its models' mean; (regions, *spatial) for region-based labels."""
+        """(classes, *spatial) float32, for one image loaded by `configuration`'s plan (C, *spatial),
+        its models' mean; (regions, *spatial) for region-based labels. On the models' device (the
+        host's where the image did not fit there), where it is mapped back to the image's grid."""
         total = None
         # The model's own spatial axes: a 2D model on a volume predicts slice by slice along the
         # last axis, so flipping that axis would change nothing.
@@ -155,8 +156,8 @@ class Predictor:
         for model in configuration.models:
             batch = plain(image)[None].to(model.device)
             run = functools.partial(self.model_probabilities, model, batch, axes)
-            p = on_device_or_host(run, model.device, tuple(batch.shape[2:])).float().cpu()[0]
-            total = p if total is None else total + p
+            p = on_device_or_host(run, model.device, tuple(batch.shape[2:])).float()[0]
+            total = p if total is None else total + p.to(total.device)
         return total / len(configuration.models)
 
     def model_probabilities(self, model: TrainedModel, batch: torch.Tensor, axes: range,
@@ -230,10 +231,20 @@ class PredictionWriter:
         """The case's probabilities on its image's grid: each configuration's, mapped back, averaged."""
         total = None
         for item, inferred, restore in zip(loaded, probabilities, self.restores, strict=True):
-            meta = {"meta": item["image"].meta, "applied_operations": item["image"].applied_operations}
-            restored = np.asarray(restore({**item, "prob": MetaTensor(inferred, **meta)})["prob"], np.float32)
-            total = restored if total is None else total + restored
-        return total / len(self.predictor.configurations)
+            # on the device the network ran on (a GPU resamples in a fraction of the CPU's time),
+            # on the host where the image's grid does not fit there
+            run = functools.partial(self.restored_on, restore, item, inferred)
+            restored = on_device_or_host(run, inferred.device, tuple(inferred.shape[1:]))
+            total = restored if total is None else total + restored.to(total.device)
+        return (total / len(self.predictor.configurations)).cpu().numpy()
+
+    @staticmethod
+    def restored_on(restore: Invertd, item: dict, inferred: torch.Tensor, device: torch.device | None) -> torch.Tensor:
+        """One configuration's probabilities mapped back onto the image's grid, on `device` (None:
+        where they are)."""
+        meta = {"meta": item["image"].meta, "applied_operations": item["image"].applied_operations}
+        prob = MetaTensor(inferred if device is None else inferred.to(device), **meta)
+        return restore({**item, "prob": prob})["prob"].as_tensor().float()
 
     def finish(self, case: Case, loaded: list[dict], probabilities: list[torch.Tensor]) -> Prediction:
         """Back onto the image's grid, labelled, postprocessed and written (what the writer does)."""

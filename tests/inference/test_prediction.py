@@ -391,6 +391,28 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
 
 
 @pytest.mark.slow
+@pytest.mark.cuda
+def test_on_a_gpu_the_probabilities_are_mapped_back_there_as_the_cpu_maps_them(trained, tmp_path):
+    from segnet.data.dataset_json import Case
+    from segnet.inference.loading import load_for_inference
+    from segnet.inference.predictor import PredictionWriter, Predictor
+
+    root, run = trained
+    case = Case("case_000", (str(root / "imagesTr" / "case_000.nii.gz"),), None)
+    written = {}
+    for device in ("cpu", "cuda"):
+        writer = PredictionWriter(Predictor([load_for_inference(run / "checkpoints" / "last.ckpt", device, "python")],
+                                            tta=True), tmp_path / device, save_probabilities=True)
+        loaded = writer.load(case)
+        inferred = writer.infer(loaded)
+        assert inferred[0].device.type == device  # resampled where the network ran
+        written[device] = writer.finish(case, loaded, inferred)
+    on_gpu, on_cpu = (np.load(tmp_path / d / "case_000.npz")["probabilities"] for d in ("cuda", "cpu"))
+    np.testing.assert_allclose(on_gpu, on_cpu, atol=1e-4)
+    assert (written["cuda"].label_map != written["cpu"].label_map).mean() < 1e-3  # ties may fall either way
+
+
+@pytest.mark.slow
 def test_the_pipelined_predictor_writes_what_one_case_after_another_writes(trained, trained_2d, tmp_path):
     root, run = trained
     models = f"ckpt_path=[{run}/checkpoints/last.ckpt,{trained_2d[1]}/checkpoints/last.ckpt]"  # two plans
