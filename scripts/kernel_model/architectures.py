@@ -84,8 +84,8 @@ def architecture_rows(cuobjdump: str, library: Path, classify, usage_of, demangl
                 continue
             name, loads, dynamic_shared = kernel
             res = usage[mangled]
-            code = [sass.parse(op) for _, op in sass.INSTRUCTION.findall(functions[mangled])]
-            copies = sum(1 for instruction in code if instruction is not None and instruction.name == "LDGSTS")
+            copies = sum(1 for _, op in sass.INSTRUCTION.findall(functions[mangled])
+                         if "LDGSTS" in op and (executed := sass.parse(op)) is not None and executed.name == "LDGSTS")
             rows.append(ArchitectureRow(
                 arch=arch, kernel=name, loads=loads, registers=res["REG"], stack=res["STACK"], spills=res["LOCAL"],
                 shared=res["SHARED"] + dynamic_shared, shared_limit=SHARED_OPT_IN.get(arch, 48 * KB),

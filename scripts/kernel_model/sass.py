@@ -41,8 +41,9 @@ class Instruction:
 
 
 def functions(text: str, marker: str) -> dict[str, str]:
-    """Split cuobjdump output into {mangled function name: its text}."""
-    parts = re.split(rf"\s*{marker}\s*:?\s*(\S+?):?\s*\n", text)
+    """Split cuobjdump output into {mangled function name: its text}. The marker is matched at a
+    line's start only: a pattern that may start at any space backtracks over megabytes of SASS."""
+    parts = re.split(rf"\n[ \t]*{marker}[ \t]*:?[ \t]*(\S+?):?[ \t]*\n", text)
     return dict(zip(parts[1::2], parts[2::2], strict=True))  # [before, name, text, name, text, ...]
 
 
