@@ -31,7 +31,8 @@ def test_both_tools_train_for_the_budget_and_are_compared_on_the_same_cases(tmp_
         [sys.executable, str(ROOT / "scripts" / "peer_nnunet.py"), str(dataset), "--budget-seconds", str(BUDGET),
          "--calibration-steps", "2", "--fold", "1", "--output", str(output)],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "SEGNET_PREPROCESSED": str(tmp_path / "cache")},
+        # one spawned export process per nnU-Net validation, not one per core: each imports torch anew
+        env={**os.environ, "SEGNET_PREPROCESSED": str(tmp_path / "cache"), "nnUNet_def_n_proc": "1"},
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads((output / "peer.json").read_text())
