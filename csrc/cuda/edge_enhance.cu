@@ -149,9 +149,9 @@ int64_t resident_units(Kernel* kernel_function, const MarchGeometry& g) {
   const auto found = known.find({kernel, device});
   if (found != known.end()) return found->second;
   if (g.shared_bytes > kDefaultSharedBytes) {
-    TORCH_CHECK(g.shared_bytes <= block_shared_limit(), "edge_enhance: the CUDA kernel needs ", g.shared_bytes,
-                " bytes of shared memory per block, this GPU allows ", block_shared_limit(),
-                "; use op.backend=cpp or python on it");
+    const size_t most = block_shared_limit();
+    TORCH_CHECK(g.shared_bytes <= most, "edge_enhance: the CUDA kernel needs ", g.shared_bytes,
+                " bytes of shared memory per block, this GPU allows ", most, "; use op.backend=cpp or python on it");
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.shared_bytes)));
   }
   int blocks_per_sm = 0, sms = 0;

@@ -231,8 +231,8 @@ class PredictionWriter:
         """The case's probabilities on its image's grid: each configuration's, mapped back, averaged."""
         total = None
         for item, inferred, restore in zip(loaded, probabilities, self.restores, strict=True):
-            # on the device the network ran on (a GPU resamples in a fraction of the CPU's time),
-            # on the host where the image's grid does not fit there
+            # on the device the network ran on, as nnU-Net's predictor resamples on the GPU; on the
+            # host where the image's grid does not fit there
             run = functools.partial(self.restored_on, restore, item, inferred)
             restored = on_device_or_host(run, inferred.device, tuple(inferred.shape[1:]))
             total = restored if total is None else total + restored.to(total.device)
