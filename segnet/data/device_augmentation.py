@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from segnet.data.samples import MAP_INTERPOLATION
+from segnet.data.samples import MOVED_WITH_LABEL
 
 # The worker chain's settings. tests/data/test_device_augmentation.py draws from the MONAI transforms
 # that train_transforms builds and compares distributions, so a change made there alone fails it.
@@ -61,7 +61,7 @@ def centre_slices(in_size: Sequence[int], patch_size: Sequence[int]) -> tuple[sl
 def rotate_scale(image, label, drawn, rotate, scale, patch_size, maps=None):
     """The centre patch of each sample, rotated and scaled about its centre where `drawn`; `maps`
     ({name: (N, K, *input_size)}, the label's derived maps) by the same grid, each by its
-    MAP_INTERPOLATION. Returns image, label and the maps."""
+    MOVED_WITH_LABEL. Returns image, label and the maps."""
     maps = maps or {}
     crop = centre_slices(image.shape[2:], patch_size)
     out_image, out_label = image[crop].clone(), label[crop].clone()
@@ -81,7 +81,7 @@ def rotate_scale(image, label, drawn, rotate, scale, patch_size, maps=None):
     labels = F.grid_sample(label[drawn].to(grid.dtype), grid, "nearest", "zeros", align_corners=False)
     out_label[drawn] = labels.to(label.dtype)
     for name, value in maps.items():
-        mode = MAP_INTERPOLATION[name]
+        mode = MOVED_WITH_LABEL[name]
         out_maps[name][drawn] = F.grid_sample(value[drawn].to(grid.dtype), grid, mode, "zeros",
                                               align_corners=False).to(value.dtype)
     return out_image, out_label, out_maps

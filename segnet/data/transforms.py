@@ -25,7 +25,7 @@ from segnet.data.dataset_json import Case
 from segnet.data.headers import read_problem
 from segnet.data.image_files import NaturalImageReader, image_loader
 from segnet.data.normalization import NormalizeChannelsd
-from segnet.data.samples import MAP_INTERPOLATION
+from segnet.data.samples import MOVED_WITH_LABEL
 from segnet.errors import DatasetError
 
 KEYS = ("image", "label")
@@ -50,7 +50,8 @@ def load_case(chain: T.Compose, item: dict) -> dict:
     try:
         return chain(item)
     except Exception as error:
-        images = item["image"] if isinstance(item["image"], list) else [item["image"]]
+        images = item.get("image", [])
+        images = images if isinstance(images, list) else [images]
         for path in [*images, *([item["label"]] if "label" in item else [])]:
             if problem := unreadable(path):
                 raise DatasetError(problem) from error
@@ -69,21 +70,26 @@ def unreadable(path: str) -> str | None:
 
 def load_transforms(
     with_label: bool, normalization: Sequence[dict] | None = None, orientation: str = "RAS",
-    spacing: Sequence[float] | None = None,
+    spacing: Sequence[float] | None = None, with_image: bool = True,
 ) -> list:
-    keys = list(KEYS) if with_label else ["image"]
+    """Loading onto the plan's grid: the image (unless with_image=False: a label map alone, which
+    lands on the grid its image would), and the label where with_label."""
+    keys = [key for key, wanted in zip(KEYS, (with_image, with_label), strict=True) if wanted]
     steps = [
         T.LoadImaged(keys=keys, image_only=True, reader=NaturalImageReader()),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
         T.Orientationd(keys=keys, axcodes=orientation, labels=None),
+    ]
+    if with_image:
         # by modality (segnet.data.normalization), on the stored voxels as nnU-Net does, before
         # resampling can blur the body's edge into the background
-        NormalizeChannelsd(keys="image", plan=normalization),
-    ]
+        steps.append(NormalizeChannelsd(keys="image", plan=normalization))
     if spacing is not None:  # a spacing of 0 keeps the image's own along that axis (2D plans)
-        steps.append(T.Spacingd(keys=keys, pixdim=list(spacing), mode=["bilinear", "nearest"][: len(keys)],
+        modes = {"image": "bilinear", "label": "nearest"}
+        steps.append(T.Spacingd(keys=keys, pixdim=list(spacing), mode=[modes[key] for key in keys],
                                 padding_mode="border"))
-    steps.append(T.EnsureTyped(keys="image", dtype="float32"))
+    if with_image:
+        steps.append(T.EnsureTyped(keys="image", dtype="float32"))
     if with_label:
         steps.append(T.EnsureTyped(keys="label", dtype="int64"))
     return steps
@@ -118,13 +124,14 @@ def augmentation_transforms(spatial_dims: int, affine: bool = True, maps: Sequen
     """The random part of training, on each crop in the loader's workers (data.augment_on=workers;
     segnet.data.device_augmentation does the same on the batch, on the device); affine=False
     (data.affine_augmentation=false, the recipe ablation's no_affine) leaves out the rotation and scaling.
-    `maps`, the label's derived maps in the crop, move with it (MAP_INTERPOLATION)."""
+    `maps`, the label's derived maps in the crop (and a cascade's first stage), move with it
+    (MOVED_WITH_LABEL)."""
     moved = [*KEYS, *maps]
     # nnU-Net's spatial augmentation: rotation (+-15 degrees about every axis) and scaling
     # (0.85 to 1.15), each crop with probability 0.2; labels by nearest neighbour.
     steps = [T.RandAffined(
         keys=moved, prob=0.2, rotate_range=[math.pi / 12] * (1 if spatial_dims == 2 else 3),
-        scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest", *(MAP_INTERPOLATION[m] for m in maps)),
+        scale_range=[0.15] * spatial_dims, mode=("bilinear", "nearest", *(MOVED_WITH_LABEL[m] for m in maps)),
         padding_mode="zeros",
     )] if affine else []
     steps.append(T.EnsureTyped(keys="label", dtype="int64"))

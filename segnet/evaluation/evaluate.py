@@ -14,6 +14,7 @@ from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
 from segnet.inference.loading import load_for_inference, run_folder
 from segnet.inference.predict import check_headers
+from segnet.inference.previous_stage import first_stage_maps
 from segnet.topology_metrics import topology_classes
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
     topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
+    previous = first_stage_maps(model.data.get("previous_stage"), cases, output_dir, cfg.device,
+                                int(cfg.num_workers), description)
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
-                        rules=rules, topology=topology).run(cases, int(cfg.num_workers))
+                        rules=rules, topology=topology, previous=previous).run(cases, int(cfg.num_workers))
     summary = summarize(results, list(model.data["class_names"]))
     summary["evaluated"] = {"checkpoint": str(checkpoint.resolve()), "step": model.step, "split": cfg.data.split,
                             "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin}}

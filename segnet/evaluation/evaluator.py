@@ -125,9 +125,10 @@ class Evaluator(PredictionWriter):
     label."""
 
     def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
-                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE, topology: list[int] = ()):
+                 nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE, topology: list[int] = (),
+                 previous: dict[str, Path] | None = None):
         super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions",
-                         rules=rules)
+                         rules=rules, previous=previous)
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
         self.topology = list(topology)

@@ -79,6 +79,10 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
     settings = [torch.load(c, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
                 for c in checkpoints]
+    cascades = [str(run) for run, data in zip(runs, settings, strict=True) if data.get("previous_stage")]
+    if cascades:
+        raise ConfigError(f"runs: {', '.join(cascades)} is a cascade, whose first stage lies in other run folders; "
+                          "a package does not hold a cascade yet: predict with segnet-predict 'ckpt_path=[...]'")
     for run, data in zip(runs[1:], settings[1:], strict=True):
         for key in SHARED_KEYS:
             if data.get(key) != settings[0].get(key):

@@ -24,6 +24,7 @@ from segnet.inference.prediction_arguments import (
     part_of,
 )
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
+from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.provenance import claim, model_record, stamp
 from segnet.inference.trained_model import TrainedModel
 
@@ -74,8 +75,10 @@ def predict(cfg: DictConfig) -> list[Prediction]:
     folders = model_folders(cfg)
     rules = rules_for(cfg.postprocessing, folders)
     record = model_record(model_files(cfg), predictor, rules, rules_files(cfg.postprocessing, folders))
+    # a cascade's first stage predicts every case first, into <output>/previous_stage/
+    previous = first_stage_maps(predictor.previous_stage, cases, Path(cfg.output), cfg.device, int(cfg.num_workers))
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities),
-                              rules=rules, stamp=stamp(record))
+                              rules=rules, stamp=stamp(record), previous=previous)
     # Before the first label map: continue=true never adds to another model's label maps.
     claim(Path(cfg.output), record, bool(cfg.get("continue")), [writer.label_path(case) for case in cases])
     if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing

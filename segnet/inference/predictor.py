@@ -33,7 +33,9 @@ from monai.transforms import Invertd
 from segnet.data.dataset_json import Case, image_stem
 from segnet.data.formats import IMAGE_ENDINGS
 from segnet.data.image_files import file_channels, label_ending, read_stamp, write_label
+from segnet.data.previous_stage import network_input, one_hot, previous_values
 from segnet.data.regions import Regions, output_names
+from segnet.data.samples import PREVIOUS
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path
@@ -95,7 +97,8 @@ def label_map_of(probabilities: np.ndarray, regions: Regions | None) -> np.ndarr
     return regions.label_map(probabilities).astype(np.uint8)
 
 
-PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing")  # how a model loads and predicts an image
+# how a model loads and predicts an image (a cascade: also the first stage it reads)
+PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing", "previous_stage")
 SHARED_KEYS = ("class_names", "regions", "in_channels")  # what every model of an ensemble must agree on
 
 
@@ -107,16 +110,19 @@ class Configuration:
     # Loading as training loaded: the plan's normalization (None: per-volume z-score),
     # orientation and spacing (None: as stored).
     geometry: dict[str, Any]
+    # A cascade's first stage: the run folders whose label map it reads as extra channels.
+    previous_stage: list[str] | None = None
 
     @classmethod
     def of(cls, models: list[TrainedModel]) -> Configuration:
         data = models[0].data
         return cls(models, int(data["spatial_dims"]), {key: data.get(key, default) for key, default in
                                                         (("normalization", None), ("orientation", "RAS"),
-                                                         ("spacing", None))})
+                                                         ("spacing", None))}, data.get("previous_stage"))
 
     def plan(self) -> dict[str, Any]:
-        return {"spatial_dims": self.spatial_dims, **self.geometry}
+        return {"spatial_dims": self.spatial_dims, **self.geometry,
+                **({"previous_stage": self.previous_stage} if self.previous_stage else {})}
 
 
 class Predictor:
@@ -143,6 +149,11 @@ class Predictor:
         self.in_channels = int(first["in_channels"])
         self.ignore_label = first.get("ignore_label")
         self.regions = Regions.from_settings(first.get("regions"))
+        stages = {json.dumps(c.previous_stage) for c in self.configurations if c.previous_stage}
+        if len(stages) > 1:
+            raise ConfigError(f"the cascades of an ensemble read different first stages ({', '.join(sorted(stages))}); "
+                              "ensemble cascade models trained on the same 3d_lowres runs")
+        self.previous_stage = json.loads(stages.pop()) if stages else None
 
     @torch.no_grad()
     def probabilities(self, image: torch.Tensor, configuration: Configuration) -> torch.Tensor:
@@ -189,12 +200,26 @@ class Prediction:
 @dataclass
 class CaseLoader:
     """Each configuration's loading chain and nothing else (no model): what a loader worker
-    (segnet.inference.pipeline) is sent."""
+    (segnet.inference.pipeline) is sent. A cascade's chain also loads the case's first-stage
+    label map (`previous`: {case name: file}) as a label, one-hot by `values` (PREVIOUS)."""
     loads: list
+    cascades: list[bool]
+    previous: dict[str, Path]
+    values: list[int]
 
     def __call__(self, case: Case) -> list[dict]:
         """The case's image as each configuration's plan loads it."""
-        return [load_case(load, {"image": case_dicts([case])[0]["image"]}) for load in self.loads]
+        image = case_dicts([case])[0]["image"]
+        loaded = []
+        for load, cascade in zip(self.loads, self.cascades, strict=True):
+            if not cascade:
+                loaded.append(load_case(load, {"image": image}))
+                continue
+            item = load_case(load, {"image": image, "label": str(self.previous[case.name])})
+            label = item.pop("label")
+            item[PREVIOUS] = torch.from_numpy(one_hot(label.numpy(), self.values))
+            loaded.append(item)
+        return loaded
 
 
 class PredictionWriter:
@@ -203,14 +228,19 @@ class PredictionWriter:
     runs in three places at once."""
 
     def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False,
-                 rules: Rules = NONE, stamp: str = ""):
+                 rules: Rules = NONE, stamp: str = "", previous: dict[str, Path] | None = None):
         self.predictor = predictor
         self.rules = rules
         self.stamp = stamp
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
-        self.loads = [eval_transforms(with_label=False, **c.geometry) for c in predictor.configurations]
-        self.load = CaseLoader(self.loads)
+        cascades = [c.previous_stage is not None for c in predictor.configurations]
+        if any(cascades) and previous is None:
+            raise ValueError("a cascade predicts from its first stage's label maps: pass `previous`")
+        self.loads = [eval_transforms(with_label=cascade, **c.geometry)
+                      for c, cascade in zip(predictor.configurations, cascades, strict=True)]
+        values = previous_values(len(predictor.class_names), predictor.regions)
+        self.load = CaseLoader(self.loads, cascades, dict(previous or {}), values)
         # Back to the image's voxel grid: undo the loading transforms (spacing, orientation) on
         # the class probabilities, interpolated linearly, and take the label map there, as
         # nnU-Net does: resampling a label map by nearest neighbour would make every boundary
@@ -224,7 +254,7 @@ class PredictionWriter:
 
     def infer(self, loaded: list[dict]) -> list[torch.Tensor]:
         """Each configuration's probabilities on its own grid: the network's part."""
-        return [self.predict(item["image"], configuration)
+        return [self.predict(network_input(item, 0), configuration)
                 for item, configuration in zip(loaded, self.predictor.configurations, strict=True)]
 
     def restored_probabilities(self, loaded: list[dict], probabilities: list[torch.Tensor]) -> np.ndarray:

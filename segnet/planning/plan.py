@@ -26,6 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 from segnet.cluster import is_first_process, trainer_uses_gpu
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
 from segnet.data.headers import MAX_VOXELS
+from segnet.data.previous_stage import previous_values
+from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.files import write_json
 from segnet.model.strides import total_strides
@@ -146,11 +148,36 @@ def chosen_configuration(data: DictConfig, plan: dict[str, Any]) -> str:
         raise ConfigError(f"data.configuration={data.configuration}: the plan of {plan['dataset']} has "
                           f"{', '.join(planned)}{why}; train one of those")
     dims = 2 if name == "2d" else 3
+    check_previous_stage(data, planned[name])
     if data.get("configuration") and int(data.spatial_dims) not in (dims, 3):
         raise ConfigError(f"data.configuration={data.configuration} is {dims}D but data.spatial_dims="
                           f"{data.spatial_dims}: give one of them")
     data.spatial_dims, data.configuration = dims, name
     return name
+
+
+def check_previous_stage(data: DictConfig, configuration: dict[str, Any]) -> None:
+    """A cascade names its first stage's runs (made absolute: the checkpoint keeps them); nothing
+    else names any."""
+    runs = data.get("previous_stage")
+    stage = configuration.get("previous_stage")
+    if stage and not runs:
+        raise ConfigError(f"data.configuration={data.configuration} reads {stage}'s out-of-fold label maps: give its "
+                          f"runs, one per fold, as data.previous_stage='[RUN_FOLD0,RUN_FOLD1,...]' (train {stage} "
+                          "first, every fold)")
+    if runs and not stage:
+        raise ConfigError(f"data.previous_stage is read by a cascade only (data.configuration=3d_cascade_fullres), "
+                          f"not by {configuration_name(data)}: leave it out")
+    if runs:
+        data.previous_stage = [str(Path(run).resolve()) for run in runs]
+
+
+def input_channels(data: DictConfig) -> int:
+    """The network's input channels: the images', and a cascade's one per foreground label."""
+    if not data.get("previous_stage"):
+        return int(data.in_channels)
+    regions = Regions.from_settings(OmegaConf.to_container(data.regions, resolve=True) if data.regions else None)
+    return int(data.in_channels) + len(previous_values(int(data.num_classes), regions))
 
 
 def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> None:
@@ -160,6 +187,8 @@ def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> Non
     name = chosen_configuration(data, plan)
     configuration = plan["configurations"][name]
     dims = int(data.spatial_dims)
+    if data.get("previous_stage"):
+        model.in_channels = input_channels(data)
     if data.patch_size is None:
         strides = OmegaConf.to_container(model, resolve=True)["strides"]
         if strides is None:

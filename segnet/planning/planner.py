@@ -27,7 +27,8 @@ and cropped, for a 2D and a 3D model, in the spirit of nnU-Net's experiment plan
 - Configurations (nnU-Net's): 2d and 3d (full resolution), no 3d for a 2D dataset, and 3d_lowres
   where the 3d patch covers less than LOWRES_COVERAGE of the median image's voxels: the spacing
   coarsened by LOWRES_STEP at a time (the axes finer than half the coarsest first, then all)
-  until the patch planned there covers that share. Each configuration says why it exists.
+  until the patch planned there covers that share; with it, 3d_cascade_fullres: 3d's spacing,
+  patch and batch, its input also 3d_lowres's label map. Each configuration says why it exists.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ CPU_STEP_GFLOPS = 23.25
 MIN_BATCH = 2
 BATCH_SHARE = 0.05  # of the dataset's voxels in one step, at most (nnU-Net's)
 RAS = "RAS"
+CASCADE = "3d_cascade_fullres"
 LOWRES_COVERAGE = 0.25  # nnU-Net's: below this share of the median image in one 3d patch, a 3d_lowres too
 LOWRES_STEP = 1.03  # nnU-Net's factor per coarsening step
 
@@ -308,6 +310,11 @@ def plan_dataset(
                                           samples_per_volume)
             if lowres is not None:
                 configurations["3d_lowres"] = lowres
+                configurations[CASCADE] = {
+                    **{key: value for key, value in configurations["3d"].items() if key != "why"},
+                    "previous_stage": "3d_lowres",
+                    "why": "3d at full resolution, its input also 3d_lowres's label map, one channel per "
+                           "foreground label (nnU-Net's cascade, planned wherever 3d_lowres is)"}
             else:
                 configurations["3d"]["why"] += (
                     f"; its patch covers {coverage(configurations['3d']['patch_size'], median_shape):.1%} of the "

@@ -40,6 +40,7 @@ from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.loading import load_for_inference
 from segnet.inference.predict import check_headers
 from segnet.inference.predictor import PredictionWriter, Predictor, label_map_of
+from segnet.inference.previous_stage import first_stage_maps
 from segnet.postprocessing.decide import decide, decide_regions
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,9 @@ def predict_validation(run: Run, cfg: DictConfig, description: DatasetDescriptio
     check_compatible(model, description, run.checkpoint)
     cases = select_cases(description, "validation", model.data, run.folder / "splits.json")
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "predicted")
-    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, save_probabilities=True)
+    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, 0, description)
+    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, save_probabilities=True,
+                              previous=previous)
     for case in cases:
         writer.run_case(case)
     log.info("%s (%s, fold %s): %d validation case(s) predicted into %s", run.folder, run.configuration, run.fold,

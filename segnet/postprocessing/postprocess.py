@@ -27,6 +27,7 @@ from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.loading import load_for_inference
 from segnet.inference.predict import check_headers
 from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.previous_stage import first_stage_maps
 from segnet.metrics import nanmean
 from segnet.postprocessing.decide import decide, decide_regions
 
@@ -49,7 +50,8 @@ def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> dict[s
     check_compatible(model, description, checkpoint)
     cases = select_cases(description, "validation", model.data, run / "splits.json")
     check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
-    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output)
+    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, 0, description)
+    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, previous=previous)
     scores = {}
     for case in cases:
         prediction = writer.run_case(case)

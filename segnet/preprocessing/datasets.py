@@ -9,7 +9,9 @@ anywhere; the patch stays inside the volume where it fits and is centred on a pa
 it does not. A crop may be read with a margin around the patch (the device augmentation's
 rotations and scalings sample there); what lies outside the volume reads as zero. Maps derived
 from the label (segnet.preprocessing.maps), where a loss term asks for them, are cropped by the
-same box, and every crop carries its case's spacing (mm, of the preprocessed grid).
+same box, and every crop carries its case's spacing (mm, of the preprocessed grid). A cascade's
+crop also carries its first stage's label map, cropped by the same box, one-hot and perturbed as
+nnU-Net perturbs it (segnet.data.previous_stage), before the augmentation moves it with the label.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from monai.transforms import Randomizable
 from monai.utils import MAX_SEED
 from torch.utils.data import Dataset
 
+from segnet.data.previous_stage import one_hot, perturb
+from segnet.data.samples import PREVIOUS
 from segnet.preprocessing.cache import PreprocessedCase
+from segnet.preprocessing.previous_maps import PreviousMaps
 
 if TYPE_CHECKING:  # scipy and scikit-image load where maps are made, not in every worker
     from segnet.preprocessing.maps import DerivedMaps
@@ -65,12 +70,15 @@ class CropDataset(Dataset, Randomizable):
     (MONAI's Randomizable): segnet.data.sampling seeds it per draw. A foreground-centred crop
     picks one of the case's classes, then a voxel of it; with `regions` (their label values,
     segnet.data.regions), one of the case's regions, then a voxel of it, as nnU-Net samples
-    regions: every centre lies in the regions' union."""
+    regions: every centre lies in the regions' union. With `previous` (a cascade's first stage)
+    each crop also holds its one-hot channels of `previous_values`, perturbed from the same state."""
 
     def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
                  margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False,
-                 maps: DerivedMaps | None = None, regions: Sequence[Sequence[int]] | None = None):
+                 maps: DerivedMaps | None = None, regions: Sequence[Sequence[int]] | None = None,
+                 previous: PreviousMaps | None = None, previous_values: Sequence[int] = ()):
         self.entries = list(entries)
+        self.previous, self.previous_values = previous, list(previous_values)
         self.regions = [list(values) for values in regions] if regions else None
         self.maps = maps
         self.patch, self.margin = list(patch), list(margin)
@@ -109,7 +117,10 @@ class CropDataset(Dataset, Randomizable):
         # distances: float16 on disk, float32 in the crop, which augmentation resamples and the loss sums
         sample = {key: torch.from_numpy(read_box(array, start, size).astype(np.float32 if array.dtype == np.float16
                                                                            else array.dtype))
-                  for key, array in arrays.items()}
+                  for key, array in arrays.items() if key != PREVIOUS}
+        if PREVIOUS in arrays:
+            channels = perturb(one_hot(read_box(arrays[PREVIOUS], start, size), self.previous_values), self.R)
+            sample[PREVIOUS] = torch.from_numpy(channels)
         if self.squeeze_last:
             sample = {key: value[..., 0] for key, value in sample.items()}
         return self.augment(sample) if self.augment is not None else sample
@@ -118,6 +129,8 @@ class CropDataset(Dataset, Randomizable):
         entry = self.entries[index]
         image, label, foreground = entry.image(), entry.label(), entry.foreground()
         maps = self.maps.read(entry) if self.maps is not None else {}
+        if self.previous is not None:
+            maps = {**maps, PREVIOUS: self.previous.read(entry)}
         spacing = torch.tensor(entry.properties()["spacing"], dtype=torch.float64)
         return [{**self.crop(image, label, foreground, maps), "spacing": spacing}
                 for _ in range(self.samples_per_volume)]
@@ -125,16 +138,22 @@ class CropDataset(Dataset, Randomizable):
 
 class VolumeDataset(Dataset):
     """Whole preprocessed volumes for validation: {"image", "label" (int64), "name", "spacing" (mm,
-    float64, of the preprocessed grid: what validation's distances are measured in)}."""
+    float64, of the preprocessed grid: what validation's distances are measured in)}; a cascade's
+    also its first stage's one-hot channels, as they are."""
 
-    def __init__(self, entries: Sequence[PreprocessedCase]):
+    def __init__(self, entries: Sequence[PreprocessedCase], previous: PreviousMaps | None = None,
+                 previous_values: Sequence[int] = ()):
         self.entries = list(entries)
+        self.previous, self.previous_values = previous, list(previous_values)
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def __getitem__(self, index: int) -> dict:
         entry = self.entries[index]
-        return {"image": torch.from_numpy(entry.image(mmap=False)),
+        item = {"image": torch.from_numpy(entry.image(mmap=False)),
                 "label": torch.from_numpy(entry.label(mmap=False).astype(np.int64)), "name": entry.name,
                 "spacing": torch.tensor(entry.properties()["spacing"], dtype=torch.float64)}
+        if self.previous is not None:
+            item[PREVIOUS] = torch.from_numpy(one_hot(self.previous.read(entry, mmap=False), self.previous_values))
+        return item

@@ -5,7 +5,9 @@ By default it trains on the preprocessed cache (segnet.preprocessing), built onc
 crops read by memory map, augmented in the loader's workers or, batched, on the training device
 (data.augment_on). data.preprocessed=false loads and preprocesses the sources into memory at
 every start instead (MONAI's CacheDataset). Either way the draws (which case, its crops, their
-augmentation) are segnet.data.sampling's, per rank.
+augmentation) are segnet.data.sampling's, per rank. A cascade (data.previous_stage: its 3d_lowres
+runs) also reads each case's out-of-fold first-stage label map (segnet.inference.previous_stage),
+cached on the plan's grid.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ from torch.utils.data import DataLoader
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.previous_stage import previous_values
 from segnet.data.regions import foreground_units
+from segnet.data.samples import PREVIOUS
 from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler
 from segnet.data.splits import choose_split
 from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
 from segnet.errors import ConfigError
+from segnet.inference.previous_stage import predict_out_of_fold
 from segnet.preprocessing.datasets import CropDataset, VolumeDataset
 from segnet.preprocessing.maps import DerivedMaps
 from segnet.preprocessing.preprocess import preprocess
+from segnet.preprocessing.previous_maps import PreviousMaps
 from segnet.training.signals import ignore_stop_signals
 
 AUGMENT_ON = ("workers", "device")
@@ -40,9 +46,11 @@ class FolderDataModule(L.LightningDataModule):
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
         preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
         affine_augmentation: bool = True, seed: int = 0, maps: Sequence[str] = (),
+        previous_stage: Sequence[str] | None = None,
     ):
         super().__init__()
         self.seed = seed
+        self.previous_stage = list(previous_stage or [])  # a cascade's first-stage runs, one per fold
         self.maps = list(maps)  # the label's derived maps the loss reads (segnet.model.loss_terms.required_maps)
         self.description = describe_dataset(str(root))
         self.spatial_dims = spatial_dims
@@ -59,6 +67,9 @@ class FolderDataModule(L.LightningDataModule):
         if augment_on == "device" and not preprocessed:
             raise ConfigError("data.augment_on=device reads crops from the preprocessed cache; drop "
                               "data.preprocessed=false, or use data.augment_on=workers")
+        if self.previous_stage and not preprocessed:
+            raise ConfigError("a cascade reads its first stage's label maps from the preprocessed cache: drop "
+                              "data.preprocessed=false")
         if self.maps and not preprocessed:
             raise ConfigError(f"the loss reads the label's {' and '.join(self.maps)} maps, which are made into the "
                               "preprocessed cache: drop data.preprocessed=false, or set those terms' weight to 0")
@@ -83,7 +94,23 @@ class FolderDataModule(L.LightningDataModule):
         entries = preprocess(self.description, self.description.labelled, self.geometry, self.cache_dir,
                              self.num_workers)
         self.derived_maps().ensure(list(entries.values()))
+        if self.previous_stage:
+            self.previous_maps().ensure([entries[case.name] for case in self.fold_cases()])
         return entries
+
+    def fold_cases(self) -> list:
+        return list(dict.fromkeys((*self.train_cases, *self.val_cases)))
+
+    def previous_maps(self) -> PreviousMaps | None:
+        """A cascade's first-stage label maps of this fold's cases, each predicted by the first-stage
+        run that validated on it (predicted where it has not been yet)."""
+        if not self.previous_stage:
+            return None
+        sources = predict_out_of_fold(self.previous_stage, self.fold_cases(), self.description)
+        return PreviousMaps(sources, {"orientation": self.geometry["orientation"], "spacing": self.geometry["spacing"]})
+
+    def previous_values(self) -> list[int]:
+        return previous_values(self.description.num_classes, self.description.regions)
 
     def derived_maps(self) -> DerivedMaps:
         """The maps the loss reads, of the units it scores (the classes', or the regions')."""
@@ -96,7 +123,8 @@ class FolderDataModule(L.LightningDataModule):
         if self.preprocessed:
             entries = self.preprocessed_cases()  # current already: only checked
             self.train_set = self.crops([entries[c.name] for c in self.train_cases])
-            self.val_set = VolumeDataset([entries[c.name] for c in self.val_cases])
+            self.val_set = VolumeDataset([entries[c.name] for c in self.val_cases], self.previous_maps(),
+                                         self.previous_values())
             return
         self.train_set = CacheDataset(
             case_dicts(self.train_cases),
@@ -114,7 +142,8 @@ class FolderDataModule(L.LightningDataModule):
         its rotations and scalings sample in."""
         patch = list(self.patch_size[:2]) + [1] if self.spatial_dims == 2 else list(self.patch_size)
         margin = [0, 0, 0]
-        augment = T.Compose(augmentation_transforms(self.spatial_dims, self.affine_augmentation, self.maps))
+        moved = [*self.maps, *([PREVIOUS] if self.previous_stage else [])]
+        augment = T.Compose(augmentation_transforms(self.spatial_dims, self.affine_augmentation, moved))
         if self.augment_on == "device":
             wider = BatchAugmentation.input_size(patch[: self.spatial_dims], self.spatial_dims)
             margin = [(w - p) // 2 for w, p in zip(wider, patch, strict=False)] + [0] * (3 - len(wider))
@@ -122,7 +151,8 @@ class FolderDataModule(L.LightningDataModule):
         regions = self.description.regions
         return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
                            squeeze_last=self.spatial_dims == 2, maps=self.derived_maps() if self.maps else None,
-                           regions=regions.values if regions is not None else None)
+                           regions=regions.values if regions is not None else None, previous=self.previous_maps(),
+                           previous_values=self.previous_values())
 
     def train_dataloader(self) -> DataLoader:
         # Each draw is a volume that yields samples_per_volume crops, so a batch holds batch_size

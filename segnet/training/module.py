@@ -29,8 +29,9 @@ from monai.data import MetaTensor
 
 import ops
 from segnet.data.device_augmentation import BatchAugmentation
+from segnet.data.previous_stage import network_input
 from segnet.data.regions import Regions, foreground_units
-from segnet.data.samples import MAP_INTERPOLATION
+from segnet.data.samples import MAP_INTERPOLATION, MOVED_WITH_LABEL
 from segnet.inference.windows import plain, predict_whole_image
 from segnet.metrics import dice_per_class, drop_ignored, mean_per_class, nanmean, surface_scores
 from segnet.model.loss_terms import TrainingLoss
@@ -109,7 +110,7 @@ class SegmentationModule(L.LightningModule):
         # The batch's first draw seeds the device's generator (segnet.data.sampling): its own per
         # rank and step, and the same again after a resume.
         generator = torch.Generator(self.device).manual_seed(int(batch["seed"][0]))
-        maps = {name: batch[name] for name in MAP_INTERPOLATION if name in batch}
+        maps = {name: batch[name] for name in MOVED_WITH_LABEL if name in batch}
         image, label, moved = self.augmentation(batch["image"], batch["label"], generator, maps)
         return {**batch, "image": image, "label": label.long(), **moved}
 
@@ -118,7 +119,7 @@ class SegmentationModule(L.LightningModule):
         # a 2D crop of a volume: its plane's spacing, the first two
         spacing = [case_spacing(batch, index, dims)[:dims] for index in range(image.shape[0])]
         maps = {name: batch[name] for name in MAP_INTERPOLATION if name in batch}
-        parts = self.loss(self.net(image), batch["label"].float(), self.global_step, spacing, maps)
+        parts = self.loss(self.net(network_input(batch, 1)), batch["label"].float(), self.global_step, spacing, maps)
         self.log("train/loss", parts["loss"], prog_bar=True, batch_size=image.shape[0])
         if len(parts) > 2:  # several terms: each one's own value too
             for name, value in parts.items():
@@ -138,7 +139,7 @@ class SegmentationModule(L.LightningModule):
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         image, labels = plain(batch["image"]), plain(batch["label"])
-        prediction = self.label_maps(self.predict_logits(image))
+        prediction = self.label_maps(self.predict_logits(network_input({**batch, "image": image}, 1)))
         surfaces = self.trainer.state.fn == TrainerFn.VALIDATING  # not the validations within fit
         for index, (name, pred, label) in enumerate(zip(batch["name"], prediction, labels, strict=True)):
             pred, label, _ = drop_ignored(pred, label, self.ignore_label)

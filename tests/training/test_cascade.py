@@ -1,0 +1,88 @@
+"""nnU-Net's cascade: 3d_cascade_fullres trains at full resolution on the out-of-fold label maps
+of its 3d_lowres runs (each case as predicted by the run that validated on it, never by one that
+trained on it), and predicts new images after its first stage has predicted them."""
+
+from __future__ import annotations
+
+import json
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+
+from helpers.data import write_decathlon
+from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
+from segnet.data.dataset_json import describe_dataset
+from segnet.errors import ConfigError
+from segnet.inference.previous_stage import OUT_OF_FOLD, PREDICTED_FIRST, out_of_fold_runs
+
+
+def write_run(folder, fold, val):
+    folder.mkdir(parents=True)
+    (folder / "splits.json").write_text(json.dumps({"fold": fold, "source": "test", "train": [], "val": val}))
+    return folder
+
+
+def test_each_case_is_read_from_the_run_that_validated_on_it(tmp_path):
+    description = describe_dataset(str(write_decathlon(tmp_path / "Task", cases=4)))
+    names = [case.name for case in description.labelled]
+    runs = [write_run(tmp_path / "r0", 0, names[:2]), write_run(tmp_path / "r1", 1, names[2:])]
+    assert out_of_fold_runs(runs, names, description) == {names[0]: runs[0], names[1]: runs[0], names[2]: runs[1],
+                                                          names[3]: runs[1]}
+    with pytest.raises(ConfigError, match=r"no run validated on 2 case\(s\) \(case_002, case_003\)"):
+        out_of_fold_runs(runs[:1], names, description)
+    twice = write_run(tmp_path / "r2", 2, names[1:3])
+    with pytest.raises(ConfigError, match=r"r0 and .*r2 both validated on case_001"):
+        out_of_fold_runs([*runs, twice], names, description)
+
+
+@pytest.mark.slow
+def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_its_first_stage(tmp_path):
+    from segnet.inference.predict import predict
+    from segnet.training.train import train
+
+    root = write_decathlon(tmp_path / "Task", cases=3)
+    common = ["data=folder", f"data.root={root}", "data.num_folds=2", "data.num_workers=0", "op=python",
+              "data.memory_budget_gb=0.0001", "data.steps_per_epoch=1", f"data.cache_dir={tmp_path / 'cache'}",
+              *TINY_MODEL, *TINY_TRAINER]
+    lowres = [tmp_path / f"lowres{fold}" for fold in (0, 1)]
+    for fold, run in enumerate(lowres):
+        train(compose_config([*common, "data.configuration=3d_lowres", f"data.fold={fold}"], output_dir=run))
+    with pytest.raises(ConfigError, match=r"reads 3d_lowres's out-of-fold label maps: give its runs, one per fold"):
+        train(compose_config([*common, "data.configuration=3d_cascade_fullres"], output_dir=tmp_path / "no"))
+
+    cascade = tmp_path / "cascade"
+    train(compose_config([*common, "data.configuration=3d_cascade_fullres",
+                          f"data.previous_stage=[{lowres[0]},{lowres[1]}]"], output_dir=cascade))
+    plan = json.loads((cascade / "plans.json").read_text())["configurations"]
+    assert plan["3d_cascade_fullres"]["previous_stage"] == "3d_lowres"
+    assert plan["3d_cascade_fullres"]["spacing"] == plan["3d"]["spacing"]
+    hparams = torch.load(cascade / "checkpoints" / "final.ckpt", weights_only=True)["hyper_parameters"]
+    assert hparams["model"]["in_channels"] == 1 + 2  # the image and one channel per foreground class
+    assert hparams["data"]["previous_stage"] == [str(run.resolve()) for run in lowres]
+
+    # every case of the fold was read as the run that validated on it predicted it, and no other
+    for run in lowres:
+        split = json.loads((run / "splits.json").read_text())
+        written = sorted(p.name.removesuffix(".nii.gz") for p in (run / OUT_OF_FOLD).glob("*.nii.gz"))
+        assert written == sorted(split["val"]) and not set(written) & set(split["train"])
+    cached = sorted((tmp_path / "cache").rglob("*.previous.json"))
+    assert len(cached) == 3
+    for stamp in cached:
+        source = json.loads(stamp.read_text())["path"]
+        case = stamp.name.removesuffix(".previous.json")
+        owner = next(run for run in lowres if case in json.loads((run / "splits.json").read_text())["val"])
+        assert source == str(owner / OUT_OF_FOLD / f"{case}.nii.gz")
+        on_grid = np.load(stamp.with_name(f"{case}.previous.npy"))
+        assert np.array_equal(np.unique(on_grid), np.unique(nib.load(source).get_fdata().astype(int)))
+
+    image = root / "imagesTr" / "case_000_0000.nii.gz"
+    if not image.is_file():
+        image = root / "imagesTr" / "case_000.nii.gz"
+    out = tmp_path / "out"
+    predict(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={image}", f"output={out}",
+                            "op=python"], name="predict"))
+    assert (out / PREDICTED_FIRST / "case_000.nii.gz").is_file()  # the first stage predicted it first
+    written = nib.load(out / "case_000.nii.gz")
+    assert written.shape == nib.load(image).shape and np.allclose(written.affine, nib.load(image).affine)
