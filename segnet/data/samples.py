@@ -1,7 +1,7 @@
 """What a dataset item holds: image (C, *spatial) float, label (1, *spatial) int, a name; a
 training crop of the preprocessed cache also its spacing and the label's derived maps that the
 loss asks for (segnet.preprocessing.maps), and a cascade's item the first stage's one-hot label
-map (segnet.data.previous_stage), which augmentation moves with the label by the same grid, each
+map (segnet.data.cascade_input), which augmentation moves with the label by the same grid, each
 by its own interpolation."""
 
 from __future__ import annotations
@@ -19,6 +19,6 @@ class Sample(TypedDict):
 
 # How augmentation resamples each derived map: distances vary smoothly, skeleton voxels are class numbers.
 MAP_INTERPOLATION = {"distance": "bilinear", "skeleton": "nearest"}
-PREVIOUS = "previous"  # a cascade's first-stage channels (segnet.data.previous_stage)
+PREVIOUS = "previous"  # a cascade's first-stage channels (segnet.data.cascade_input)
 # What moves with the label: its derived maps, and a cascade's first stage by nearest neighbour.
 MOVED_WITH_LABEL = {**MAP_INTERPOLATION, PREVIOUS: "nearest"}

@@ -30,10 +30,10 @@ import torch
 from monai.data import MetaTensor
 from monai.transforms import Invertd
 
+from segnet.data.cascade_input import network_input, one_hot, previous_values
 from segnet.data.dataset_json import Case, image_stem
 from segnet.data.formats import IMAGE_ENDINGS
 from segnet.data.image_files import file_channels, label_ending, read_stamp, write_label
-from segnet.data.previous_stage import network_input, one_hot, previous_values
 from segnet.data.regions import Regions, output_names
 from segnet.data.samples import PREVIOUS
 from segnet.data.transforms import case_dicts, eval_transforms, load_case

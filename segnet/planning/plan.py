@@ -24,9 +24,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.cluster import is_first_process, trainer_uses_gpu
+from segnet.data.cascade_input import previous_values
 from segnet.data.dataset_json import DatasetDescription, describe_dataset
 from segnet.data.headers import MAX_VOXELS
-from segnet.data.previous_stage import previous_values
 from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.files import write_json

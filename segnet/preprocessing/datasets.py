@@ -11,7 +11,7 @@ rotations and scalings sample there); what lies outside the volume reads as zero
 from the label (segnet.preprocessing.maps), where a loss term asks for them, are cropped by the
 same box, and every crop carries its case's spacing (mm, of the preprocessed grid). A cascade's
 crop also carries its first stage's label map, cropped by the same box, one-hot and perturbed as
-nnU-Net perturbs it (segnet.data.previous_stage), before the augmentation moves it with the label.
+nnU-Net perturbs it (segnet.data.cascade_input), before the augmentation moves it with the label.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from monai.transforms import Randomizable
 from monai.utils import MAX_SEED
 from torch.utils.data import Dataset
 
-from segnet.data.previous_stage import one_hot, perturb
+from segnet.data.cascade_input import one_hot, perturb
 from segnet.data.samples import PREVIOUS
 from segnet.preprocessing.cache import PreprocessedCase
 from segnet.preprocessing.previous_maps import PreviousMaps

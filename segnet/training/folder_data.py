@@ -19,9 +19,9 @@ from monai import transforms as T
 from monai.data import CacheDataset, list_data_collate
 from torch.utils.data import DataLoader
 
+from segnet.data.cascade_input import previous_values
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
-from segnet.data.previous_stage import previous_values
 from segnet.data.regions import foreground_units
 from segnet.data.samples import PREVIOUS
 from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler

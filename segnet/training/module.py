@@ -28,8 +28,8 @@ from lightning.pytorch.trainer.states import TrainerFn
 from monai.data import MetaTensor
 
 import ops
+from segnet.data.cascade_input import network_input
 from segnet.data.device_augmentation import BatchAugmentation
-from segnet.data.previous_stage import network_input
 from segnet.data.regions import Regions, foreground_units
 from segnet.data.samples import MAP_INTERPOLATION, MOVED_WITH_LABEL
 from segnet.inference.windows import plain, predict_whole_image

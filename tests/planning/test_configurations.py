@@ -1,6 +1,6 @@
-"""The plan's configurations (nnU-Net's): 3d_lowres where the full-resolution patch covers less
-than a quarter of the median image, and not at or above it; data.configuration trains the one
-named, predicting in its own plan back onto each image's grid."""
+"""The plan's configurations (nnU-Net's): 3d_lowres (and with it the cascade) where the
+full-resolution patch covers less than a quarter of the median image, and not at or above it;
+data.configuration trains the one named, predicting in its own plan back onto each image's grid."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_a_run_trains_the_lowres_configuration_and_predicts_onto_the_image_grid(
     run = tmp_path / "run"
     train(compose_config([*common, "data.configuration=3d_lowres"], output_dir=run))
     plan = json.loads((run / "plans.json").read_text())
-    assert list(plan["configurations"]) == ["2d", "3d", "3d_lowres"]
+    assert list(plan["configurations"]) == ["2d", "3d", "3d_lowres", "3d_cascade_fullres"]
     lowres_plan = plan["configurations"]["3d_lowres"]
     data = torch.load(run / "checkpoints" / "final.ckpt", weights_only=True)["hyper_parameters"]["data"]
     assert data["configuration"] == "3d_lowres" and data["spatial_dims"] == 3
@@ -64,6 +64,6 @@ def test_a_run_trains_the_lowres_configuration_and_predicts_onto_the_image_grid(
                             "op=python"], name="predict"))
     written = nib.load(tmp_path / "out" / "case_000.nii.gz")
     assert written.shape == nib.load(image).shape and np.allclose(written.affine, nib.load(image).affine)
-    with pytest.raises(ConfigError, match=r"data.configuration=3d_cascade_fullres: the plan of .* has 2d, 3d, "
-                                          r"3d_lowres; train one of those"):
-        train(compose_config([*common, "data.configuration=3d_cascade_fullres"], output_dir=tmp_path / "other"))
+    with pytest.raises(ConfigError, match=r"data.configuration=3d_midres: the plan of .* has 2d, 3d, "
+                                          r"3d_lowres, 3d_cascade_fullres; train one of those"):
+        train(compose_config([*common, "data.configuration=3d_midres"], output_dir=tmp_path / "other"))

@@ -1,4 +1,4 @@
-"""The cascade's first-stage channels (segnet.data.previous_stage): one-hot by the foreground
+"""The cascade's first-stage channels (segnet.data.cascade_input): one-hot by the foreground
 label values, and nnU-Net's perturbations of them: morphology by a ball of the drawn radius that
 keeps every voxel in one channel at most, and one small component removed, never a large one."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from segnet.data.previous_stage import (
+from segnet.data.cascade_input import (
     COMPONENT_LARGEST_SHARE,
     dilate,
     erode,
