@@ -11,6 +11,7 @@ retrained) is loaded again, never read stale.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +34,13 @@ class PreviousMaps:
     sources: Mapping[str, Path]
     geometry: Mapping[str, Any] = field(default_factory=dict)
 
+    @functools.cached_property
+    def key(self) -> str:
+        """Where the sources lie, which names the folder of their maps."""
+        return digest(sorted({str(Path(p).parent) for p in self.sources.values()}))
+
     def folder(self, entry: PreprocessedCase) -> Path:
-        return entry.folder / f"previous-{digest(sorted({str(Path(p).parent) for p in self.sources.values()}))}"
+        return entry.folder / f"previous-{self.key}"
 
     def path(self, entry: PreprocessedCase) -> Path:
         return self.folder(entry) / f"{entry.name}.previous.npy"
