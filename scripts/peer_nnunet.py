@@ -83,6 +83,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def require_nnunet() -> None:
+    """Stops with the one line that says how to install the peer, before anything runs without it."""
+    if importlib.util.find_spec("nnunetv2") is None:
+        raise SystemExit('nnU-Net v2 is not installed: pip install -e ".[peer]" (or pip install nnunetv2)')
+
+
 def point_nnunet_at(output: Path) -> None:
     """nnU-Net's three folders under output; read by nnunetv2 when it first needs them."""
     for variable in ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results"):
@@ -324,8 +330,7 @@ def plot(rows: list[dict[str, Any]], comparisons: dict[str, Any], path: Path) ->
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
-    if importlib.util.find_spec("nnunetv2") is None:
-        raise SystemExit('nnU-Net v2 is not installed: pip install -e ".[peer]" (or pip install nnunetv2)')
+    require_nnunet()
     args.output.mkdir(parents=True, exist_ok=True)
     point_nnunet_at(args.output)
     dataset = args.dataset.resolve()

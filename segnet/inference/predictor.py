@@ -12,7 +12,9 @@ class probabilities (.npz).
 An ensemble's models may come from several configurations (plans: a 2D and a 3D model, another
 spacing), as nnU-Net ensembles its configurations: the models of one configuration are averaged
 on its grid, and the configurations' probabilities, each mapped back to the image's grid, are
-averaged there with equal weights (five folds of one configuration count as one).
+averaged there with equal weights (five folds of one configuration count as one). A cascade's
+configuration also loads each case's first-stage label map (segnet.inference.previous_stage says
+whose), onto its grid as a label, and reads it as one-hot channels after the image's.
 """
 
 from __future__ import annotations
