@@ -42,12 +42,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+from peer_nnunet import point_nnunet_at, require_nnunet  # scripts/: Python puts this script's folder first on its path
 
-# MONAI, Hydra and segnet are imported where they are used: nnU-Net's predictor spawns its workers,
-# and each imports this script anew; imported here, they would add seconds to every worker's
-# start that nnU-Net's own nnUNetv2_predict does not pay.
+if TYPE_CHECKING:  # nnunetv2 is the optional peer extra, imported only with --nnunet
+    from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
+
+# MONAI, Hydra and segnet's model and inference (and bench_data, which imports them) are imported
+# where they are used: nnU-Net's predictor spawns its workers, and each imports this script anew;
+# imported here, they would add seconds to every worker's start that nnU-Net's own
+# nnUNetv2_predict does not pay.
 
 SIZES = {"full": ((192, 224, 192), 128), "quick": ((48, 48, 48), 32)}
 CLASSES = ["background", "a", "b", "c"]
@@ -92,12 +98,20 @@ def network_seconds(checkpoint: Path, images: list[Path]) -> float:
     from segnet.inference.loading import load_for_inference
     from segnet.inference.predictor import PredictionWriter, Predictor
 
-    writer = PredictionWriter(Predictor([load_for_inference(checkpoint, "cpu", "auto")]), Path(tempfile.mkdtemp()))
+    model = load_for_inference(checkpoint, "cpu", "auto")
+    writer = PredictionWriter(Predictor([model]), Path(tempfile.mkdtemp()))
     loaded = [writer.load(Case(path.name, (str(path),), None)) for path in images]
+    warm_up(model.net, model.inference["roi_size"])
     start = time.perf_counter()
     for item in loaded:
         writer.infer(item)
     return time.perf_counter() - start
+
+
+def warm_up(network: torch.nn.Module, window: list[int]) -> None:
+    """One untimed forward pass of a window, so that neither floor pays the first call's set-up."""
+    with torch.no_grad():
+        network(torch.zeros(1, 1, *window))
 
 
 def predict_seconds(checkpoint: Path, images: Path, output: Path, workers: int) -> float:
@@ -174,7 +188,7 @@ def nnunet_plans(window: int, dataset: dict, example: Path) -> dict:
             "configurations": {NNUNET: configuration}}
 
 
-def nnunet_predictor(window: int, example: Path):
+def nnunet_predictor(window: int, example: Path) -> nnUNetPredictor:
     """nnU-Net's predictor of a seeded network, as manual_initialization leaves it (its trainer's
     way to predict without a results folder): the network built by its trainer from the plan."""
     from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
@@ -195,7 +209,7 @@ def nnunet_predictor(window: int, example: Path):
     return predictor
 
 
-def nnunet_network_seconds(predictor, images: list[Path]) -> float:
+def nnunet_network_seconds(predictor: nnUNetPredictor, images: list[Path]) -> float:
     """nnU-Net's floor: predict_logits_from_preprocessed_data on every case, as its predictor calls
     it, the cases preprocessed beforehand by its preprocessor (read, cropped to the nonzero box,
     normalized, resampled)."""
@@ -203,13 +217,14 @@ def nnunet_network_seconds(predictor, images: list[Path]) -> float:
     preprocessed = [torch.from_numpy(preprocessor.run_case([str(path)], None, predictor.plans_manager,
                                                            predictor.configuration_manager, predictor.dataset_json)[0])
                     for path in images]
+    warm_up(predictor.network, predictor.configuration_manager.patch_size)
     start = time.perf_counter()
     for data in preprocessed:
         predictor.predict_logits_from_preprocessed_data(data)
     return time.perf_counter() - start
 
 
-def nnunet_predict_seconds(predictor, images: list[Path], output: Path) -> float:
+def nnunet_predict_seconds(predictor: nnUNetPredictor, images: list[Path], output: Path) -> float:
     """predict_from_files on the image files, each written to output under its case's name."""
     ending = predictor.dataset_json["file_ending"]
     start = time.perf_counter()
@@ -219,7 +234,7 @@ def nnunet_predict_seconds(predictor, images: list[Path], output: Path) -> float
     return time.perf_counter() - start
 
 
-def nnunet_times(predictor, images: list[Path], work: Path) -> dict[str, float]:
+def nnunet_times(predictor: nnUNetPredictor, images: list[Path], work: Path) -> dict[str, float]:
     """Seconds of nnU-Net's paths over the cases, its floor first."""
     return {"nnU-Net: network alone (its floor)": nnunet_network_seconds(predictor, images),
             "nnU-Net: predict_from_files": nnunet_predict_seconds(predictor, images, work / "out_nnunet")}
@@ -229,32 +244,40 @@ def point_nnunet_here(work: Path) -> None:
     """nnU-Net's folders (peer_nnunet's, unused here but looked for when nnunetv2 is imported) and
     the same torch threads as segnet's: predict_logits_from_preprocessed_data runs on at most
     nnUNet_def_n_proc threads, read when nnunetv2 is first imported."""
-    from peer_nnunet import point_nnunet_at
-
     os.environ["nnUNet_def_n_proc"] = str(torch.get_num_threads())
     point_nnunet_at(work / "nnunet")
 
 
-def rows(timed: dict[str, float], cases: int) -> list[str]:
-    """A tool's table rows: seconds per case, and each path's ratio to the first, the tool's floor."""
+def table_rows(timed: dict[str, float], cases: int) -> list[str]:
+    """A tool's rows: seconds per case, and each path's ratio to the first, the tool's floor."""
     floor = next(iter(timed.values()))
     return [f"| {name} | {seconds / cases:.2f} | {seconds / floor:.2f}x |" for name, seconds in timed.items()]
 
+
+def compared(checkpoint: Path, predictor: nnUNetPredictor, window: int) -> str:
+    """What the two tools' rows compare."""
+    from segnet.inference.loading import load_for_inference
+
+    segnet = parameter_count(load_for_inference(checkpoint, "cpu", "auto").net)
+    return (f"Compared: segnet's edge_unet ({segnet:,} parameters) and nnU-Net's PlainConvUNet "
+            f"({parameter_count(predictor.network):,} parameters), each against its own floor; windows {window}^3 "
+            f"at overlap {OVERLAP} (nnU-Net's tile_step_size {predictor.tile_step_size}), Gaussian-weighted; "
+            f"mirroring off; segnet's pipelined path {WORKERS} loader workers, nnU-Net's {WORKERS} preprocessing "
+            f"and {WORKERS} export processes.")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="48^3 cases, 32^3 windows (seconds)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "segnet-bench-predict")
     parser.add_argument("--nnunet", action="store_true", help="also nnU-Net v2's predictor (the peer extra)")
     args = parser.parse_args(argv)
     if args.nnunet:
-        from peer_nnunet import require_nnunet  # scripts/: Python puts this script's folder first on its path
-
         require_nnunet()
     from bench_data import ensure_cases
 
     from segnet.config import register_resolvers
-    from segnet.inference.loading import load_for_inference
 
     register_resolvers()
     shape, window = SIZES["quick" if args.quick else "full"]
@@ -262,24 +285,20 @@ def main(argv: list[str] | None = None) -> int:
     names = ensure_cases(pool, shape, args.cases)
     images = [pool / "imagesTr" / f"{name}.nii.gz" for name in names]
     checkpoint = write_model(args.work / "model.ckpt", window)
-    table = rows(segnet_times(checkpoint, pool / "imagesTr", images, args.work), args.cases)
+    table = table_rows(segnet_times(checkpoint, pool / "imagesTr", images, args.work), args.cases)
     if args.nnunet:
         point_nnunet_here(args.work)
-        with contextlib.redirect_stdout(sys.stderr):  # nnU-Net's progress lines: stdout is the table's
+        with contextlib.redirect_stdout(sys.stderr):  # nnU-Net's progress lines; stdout is the table's
             predictor = nnunet_predictor(window, images[0])
-            table += rows(nnunet_times(predictor, images, args.work), args.cases)
+            table += table_rows(nnunet_times(predictor, images, args.work), args.cases)
     print(f"{args.cases} cases of {' x '.join(map(str, shape))}, windows {window}^3, "
           f"torch threads {torch.get_num_threads()}, CPU\n")
     if args.nnunet:
-        segnet_parameters = parameter_count(load_for_inference(checkpoint, "cpu", "auto").net)
-        print(f"Compared: segnet's edge_unet ({segnet_parameters:,} parameters) and nnU-Net's PlainConvUNet "
-              f"({parameter_count(predictor.network):,} parameters), each against its own floor; windows "
-              f"{window}^3 at overlap {OVERLAP} (nnU-Net's tile_step_size {predictor.tile_step_size}), "
-              f"Gaussian-weighted; mirroring off; segnet's pipelined path {WORKERS} loader workers, nnU-Net's "
-              f"{WORKERS} preprocessing and {WORKERS} export processes.\n")
+        print(compared(checkpoint, predictor, window) + "\n")
     print("| path | s per case | vs the floor |\n|---|---|---|")
     print("\n".join(table))
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
