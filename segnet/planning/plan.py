@@ -176,7 +176,8 @@ def input_channels(data: DictConfig) -> int:
     """The network's input channels: the images', and a cascade's one per foreground label."""
     if not data.get("previous_stage"):
         return int(data.in_channels)
-    regions = Regions.from_settings(OmegaConf.to_container(data.regions, resolve=True) if data.regions else None)
+    settings = data.get("regions")  # dataset.json's, through a resolver: a plain dict, or a config where set
+    regions = Regions.from_settings(OmegaConf.to_container(settings) if OmegaConf.is_config(settings) else settings)
     return int(data.in_channels) + len(previous_values(int(data.num_classes), regions))
 
 

@@ -15,7 +15,9 @@ from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.errors import ConfigError
+from segnet.generated.tumour import write_tumour_dataset
 from segnet.inference.previous_stage import OUT_OF_FOLD, PREDICTED_FIRST, out_of_fold_runs
+from segnet.planning.plan import input_channels
 
 
 def write_run(folder, fold, val):
@@ -35,6 +37,14 @@ def test_each_case_is_read_from_the_run_that_validated_on_it(tmp_path):
     twice = write_run(tmp_path / "r2", 2, names[1:3])
     with pytest.raises(ConfigError, match=r"r0 and .*r2 both validated on case_001"):
         out_of_fold_runs([*runs, twice], names, description)
+
+
+def test_a_cascade_takes_a_channel_per_foreground_label_value_of_classes_or_regions(tmp_path):
+    regions = write_tumour_dataset(tmp_path / "tumour", cases=2, size=16)  # BraTS's regions of values 1, 2, 3
+    classes = write_decathlon(tmp_path / "Task", cases=2)  # background and two classes
+    for root, channels in ((regions, 4 + 3), (classes, 1 + 2)):
+        data = compose_config(["data=folder", f"data.root={root}", "data.previous_stage=[run]"]).data
+        assert input_channels(data) == channels
 
 
 @pytest.mark.slow
