@@ -12,6 +12,7 @@ cached on the plan's grid.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import lightning as L
@@ -95,15 +96,17 @@ class FolderDataModule(L.LightningDataModule):
                              self.num_workers)
         self.derived_maps().ensure(list(entries.values()))
         if self.previous_stage:
-            self.previous_maps().ensure([entries[case.name] for case in self.fold_cases()])
+            self.first_stage.ensure([entries[case.name] for case in self.fold_cases()])
         return entries
 
     def fold_cases(self) -> list:
         return list(dict.fromkeys((*self.train_cases, *self.val_cases)))
 
-    def previous_maps(self) -> PreviousMaps | None:
+    @functools.cached_property
+    def first_stage(self) -> PreviousMaps | None:
         """A cascade's first-stage label maps of this fold's cases, each predicted by the first-stage
-        run that validated on it (predicted where it has not been yet)."""
+        run that validated on it (predicted where it has not been yet); once per process, which
+        loads each first-stage model to check its label maps."""
         if not self.previous_stage:
             return None
         sources = predict_out_of_fold(self.previous_stage, self.fold_cases(), self.description)
@@ -123,7 +126,7 @@ class FolderDataModule(L.LightningDataModule):
         if self.preprocessed:
             entries = self.preprocessed_cases()  # current already: only checked
             self.train_set = self.crops([entries[c.name] for c in self.train_cases])
-            self.val_set = VolumeDataset([entries[c.name] for c in self.val_cases], self.previous_maps(),
+            self.val_set = VolumeDataset([entries[c.name] for c in self.val_cases], self.first_stage,
                                          self.previous_values())
             return
         self.train_set = CacheDataset(
@@ -151,7 +154,7 @@ class FolderDataModule(L.LightningDataModule):
         regions = self.description.regions
         return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
                            squeeze_last=self.spatial_dims == 2, maps=self.derived_maps() if self.maps else None,
-                           regions=regions.values if regions is not None else None, previous=self.previous_maps(),
+                           regions=regions.values if regions is not None else None, previous=self.first_stage,
                            previous_values=self.previous_values())
 
     def train_dataloader(self) -> DataLoader:
