@@ -14,13 +14,13 @@ first, and the cascade reads that label map as extra input channels.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from segnet.checkpoints.paths import check_checkpoint_file
+from segnet.checkpoints.paths import FINAL, check_checkpoint_file
 from segnet.data.dataset_json import Case, DatasetDescription
-from segnet.data.splits import read_split
 from segnet.errors import ConfigError
 from segnet.files import exclusive
 from segnet.inference.component_rules import NONE
@@ -32,12 +32,11 @@ from segnet.inference.provenance import model_record, stamp
 log = logging.getLogger(__name__)
 OUT_OF_FOLD = "predicted_next_stage"  # in each first-stage run: the cases it validated on
 PREDICTED_FIRST = "previous_stage"  # in a prediction's output folder: the first stage's label maps
-CHECKPOINT = "final.ckpt"
 SETTING = "data.previous_stage"
 
 
 def stage_checkpoint(run: str | Path) -> Path:
-    checkpoint = Path(run) / "checkpoints" / CHECKPOINT
+    checkpoint = Path(run) / "checkpoints" / FINAL
     check_checkpoint_file(checkpoint, SETTING, "the folder of a finished 3d_lowres run, one per fold")
     return checkpoint
 
@@ -50,26 +49,30 @@ def stage_writer(runs: Sequence[str | Path], output: Path, device: str) -> Predi
     return PredictionWriter(predictor, output, stamp=stamp(record))
 
 
-def validating_runs(runs: Sequence[str | Path], description: DatasetDescription) -> dict[str, Path]:
-    """{case name: the run that validated on it}; one run per case."""
+def validating_runs(runs: Sequence[str | Path]) -> dict[str, Path]:
+    """{case name: the run that validated on it}, by the names its splits.json records; one run
+    per case, and none that also trained on the case it validated (a data.fold=all run)."""
     validated: dict[str, Path] = {}
     for run in map(Path, runs):
         splits = run / "splits.json"
         if not splits.is_file():
             raise ConfigError(f"{SETTING}: {run} has no splits.json: give the folders of the 3d_lowres training runs, "
                               "one per fold")
-        for case in read_split(splits, description).val:
-            if case.name in validated:
-                raise ConfigError(f"{SETTING}: {validated[case.name]} and {run} both validated on {case.name}: give "
+        split = json.loads(splits.read_text())
+        if set(split["train"]) & set(split["val"]):
+            raise ConfigError(f"{SETTING}: {run} trained on the cases it validated on (fold {split['fold']}), so its "
+                              "label maps of them are not out of fold: give the runs of folds 0 to k-1")
+        for name in split["val"]:
+            if name in validated:
+                raise ConfigError(f"{SETTING}: {validated[name]} and {run} both validated on {name}: give "
                                   "one run per fold, all of one cross-validation")
-            validated[case.name] = run
+            validated[name] = run
     return validated
 
 
-def out_of_fold_runs(runs: Sequence[str | Path], names: Sequence[str], description: DatasetDescription
-                     ) -> dict[str, Path]:
+def out_of_fold_runs(runs: Sequence[str | Path], names: Sequence[str]) -> dict[str, Path]:
     """{case name: the run that validated on it}, for every name."""
-    validated = validating_runs(runs, description)
+    validated = validating_runs(runs)
     missing = [name for name in names if name not in validated]
     if missing:
         raise ConfigError(f"{SETTING}: no run validated on {len(missing)} case(s) ({', '.join(missing[:5])}): give the "
@@ -78,10 +81,9 @@ def out_of_fold_runs(runs: Sequence[str | Path], names: Sequence[str], descripti
     return {name: validated[name] for name in names}
 
 
-def predict_out_of_fold(runs: Sequence[str | Path], cases: Sequence[Case], description: DatasetDescription,
-                        device: str = "auto") -> dict[str, Path]:
+def predict_out_of_fold(runs: Sequence[str | Path], cases: Sequence[Case], device: str = "auto") -> dict[str, Path]:
     """{case name: its out-of-fold first-stage label map}, predicting those not made yet."""
-    owners = out_of_fold_runs(runs, [case.name for case in cases], description)
+    owners = out_of_fold_runs(runs, [case.name for case in cases])
     found: dict[str, Path] = {}
     for run in dict.fromkeys(owners.values()):
         mine = [case for case in cases if owners[case.name] == run]
@@ -105,10 +107,12 @@ def first_stage_maps(runs: Sequence[str] | None, cases: Sequence[Case], output: 
     trained on the case); for the rest, every run's ensemble."""
     if not runs:
         return None
-    validated = validating_runs(runs, description) if description is not None else {}
-    known = [case for case in cases if case.name in validated]
-    new = [case for case in cases if case.name not in validated]
-    found = predict_out_of_fold(runs, known, description, device) if known else {}
+    validated = validating_runs(runs) if description is not None else {}
+    # the dataset's own labelled cases: a test image named like a training case is another image
+    labelled = set(description.labelled) if description is not None else set()
+    known = [case for case in cases if case.name in validated and case in labelled]
+    new = [case for case in cases if case not in known]
+    found = predict_out_of_fold(runs, known, device) if known else {}
     return {**found, **(predict_first_stage(runs, new, output, device, workers) if new else {})}
 
 

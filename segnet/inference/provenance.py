@@ -5,8 +5,8 @@ segnet-predict records its model in the output folder (predicted_by.json) before
 first label map: the files the model is read from (each checkpoint of an ensemble, or an
 export's package and its model.json), each by its path and sha256, hashed once per run; their
 classes and the plan of each configuration; tta; the postprocessing rules and the files they
-came from; and an id, a digest of all that but the paths (a checkpoint moved or copied is the
-same model). The op backend and the device are left out: they change no label map beyond
+came from; a cascade's first-stage checkpoints, whose label maps its own follow from; and an
+id, a digest of all that but the paths (a checkpoint moved or copied is the same model). The op backend and the device are left out: they change no label map beyond
 rounding. Each label map carries the id in its header's description, written with it in one
 rename, so a folder that a run of another model overwrote in part still tells which model made
 each file.
@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from segnet.checkpoints.paths import FINAL
 from segnet.data.derived import digest, file_digest
 from segnet.errors import ConfigError
 from segnet.files import temporary_beside, write_json
@@ -38,8 +39,11 @@ STAMP = "segnet-predict model "  # then the id: a label map's header description
 def identity(record: dict[str, Any]) -> dict[str, Any]:
     """What decides the label maps: the record but where its parts came from (an ensemble's
     members in any order)."""
-    return {"models": sorted(model["sha256"] for model in record["models"]), "plan": record["plan"],
-            "tta": record["tta"], "postprocessing": record["postprocessing"]["rules"]}
+    identity = {"models": sorted(model["sha256"] for model in record["models"]), "plan": record["plan"],
+                "tta": record["tta"], "postprocessing": record["postprocessing"]["rules"]}
+    if record.get("first_stage"):  # a cascade's label maps follow from its first stage's weights too
+        identity["first_stage"] = sorted(model["sha256"] for model in record["first_stage"])
+    return identity
 
 
 def model_record(files: list[Path], predictor: Predictor, rules: Rules, postprocessing_from: list[Path]) -> dict:
@@ -49,6 +53,9 @@ def model_record(files: list[Path], predictor: Predictor, rules: Rules, postproc
     record = {"models": [{"path": str(path.resolve()), "sha256": file_digest(path)} for path in files],
               "plan": plan, "tta": predictor.tta,
               "postprocessing": {"rules": rules.to_json(), "from": [str(p.resolve()) for p in postprocessing_from]}}
+    if predictor.previous_stage:
+        checkpoints = [Path(run) / "checkpoints" / FINAL for run in predictor.previous_stage]
+        record["first_stage"] = [{"path": str(path), "sha256": file_digest(path)} for path in checkpoints]
     record = json.loads(json.dumps(record))  # as it reads back from the file: lists for tuples
     return {"id": digest(identity(record), 16), **record}
 

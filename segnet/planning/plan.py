@@ -168,8 +168,9 @@ def check_previous_stage(data: DictConfig, configuration: dict[str, Any]) -> Non
     if runs and not stage:
         raise ConfigError(f"data.previous_stage is read by a cascade only (data.configuration=3d_cascade_fullres), "
                           f"not by {configuration_name(data)}: leave it out")
-    if runs:
-        data.previous_stage = [str(Path(run).resolve()) for run in runs]
+    if runs:  # in one order, so that every fold of a cascade names the same first stage
+        runs = [runs] if isinstance(runs, str) else runs
+        data.previous_stage = sorted(str(Path(run).resolve()) for run in runs)
 
 
 def input_channels(data: DictConfig) -> int:

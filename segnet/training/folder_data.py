@@ -109,7 +109,7 @@ class FolderDataModule(L.LightningDataModule):
         loads each first-stage model to check its label maps."""
         if not self.previous_stage:
             return None
-        sources = predict_out_of_fold(self.previous_stage, self.fold_cases(), self.description)
+        sources = predict_out_of_fold(self.previous_stage, self.fold_cases())
         return PreviousMaps(sources, {"orientation": self.geometry["orientation"], "spacing": self.geometry["spacing"]})
 
     def previous_values(self) -> list[int]:

@@ -5,6 +5,7 @@ trained on it), and predicts new images after its first stage has predicted them
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nibabel as nib
 import numpy as np
@@ -13,30 +14,36 @@ import torch
 
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
-from segnet.data.dataset_json import describe_dataset
+from segnet.data.cascade_input import network_input, one_hot
+from segnet.data.dataset_json import Case, describe_dataset
+from segnet.data.samples import PREVIOUS
+from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
 from segnet.generated.tumour import write_tumour_dataset
+from segnet.inference.predictor import CaseLoader
 from segnet.inference.previous_stage import OUT_OF_FOLD, PREDICTED_FIRST, out_of_fold_runs
 from segnet.planning.plan import input_channels
 
 
-def write_run(folder, fold, val):
+def write_run(folder, fold, val, train):
     folder.mkdir(parents=True)
-    (folder / "splits.json").write_text(json.dumps({"fold": fold, "source": "test", "train": [], "val": val}))
+    (folder / "splits.json").write_text(json.dumps({"fold": fold, "source": "test", "train": train, "val": val}))
     return folder
 
 
 def test_each_case_is_read_from_the_run_that_validated_on_it(tmp_path):
-    description = describe_dataset(str(write_decathlon(tmp_path / "Task", cases=4)))
-    names = [case.name for case in description.labelled]
-    runs = [write_run(tmp_path / "r0", 0, names[:2]), write_run(tmp_path / "r1", 1, names[2:])]
-    assert out_of_fold_runs(runs, names, description) == {names[0]: runs[0], names[1]: runs[0], names[2]: runs[1],
-                                                          names[3]: runs[1]}
+    names = [f"case_{i:03d}" for i in range(4)]
+    runs = [write_run(tmp_path / "r0", 0, names[:2], names[2:]), write_run(tmp_path / "r1", 1, names[2:], names[:2])]
+    assert out_of_fold_runs(runs, names) == {names[0]: runs[0], names[1]: runs[0], names[2]: runs[1], names[3]: runs[1]}
     with pytest.raises(ConfigError, match=r"no run validated on 2 case\(s\) \(case_002, case_003\)"):
-        out_of_fold_runs(runs[:1], names, description)
-    twice = write_run(tmp_path / "r2", 2, names[1:3])
+        out_of_fold_runs(runs[:1], names)
+    twice = write_run(tmp_path / "r2", 2, names[1:3], [names[0], names[3]])
     with pytest.raises(ConfigError, match=r"r0 and .*r2 both validated on case_001"):
-        out_of_fold_runs([*runs, twice], names, description)
+        out_of_fold_runs([*runs, twice], names)
+    # a data.fold=all run validated on the cases it trained on: none of its label maps is out of fold
+    every = write_run(tmp_path / "all", "all", names, names)
+    with pytest.raises(ConfigError, match=r"all trained on the cases it validated on \(fold all\)"):
+        out_of_fold_runs([every], names)
 
 
 def test_a_cascade_takes_a_channel_per_foreground_label_value_of_classes_or_regions(tmp_path):
@@ -45,6 +52,19 @@ def test_a_cascade_takes_a_channel_per_foreground_label_value_of_classes_or_regi
     for root, channels in ((regions, 4 + 3), (classes, 1 + 2)):
         data = compose_config(["data=folder", f"data.root={root}", "data.previous_stage=[run]"]).data
         assert input_channels(data) == channels
+
+
+def test_prediction_reads_the_first_stage_map_as_one_hot_channels_after_the_image(tmp_path):
+    root = write_decathlon(tmp_path / "Task", cases=1)
+    case = describe_dataset(str(root)).labelled[0]
+    geometry = {"orientation": "RAS", "spacing": [1.5, 1.5, 1.5]}
+    # the case's own label stands in for its first stage's label map
+    loader = CaseLoader([eval_transforms(True, **geometry)], [True], {case.name: Path(case.label)}, [1, 2])
+    (item,) = loader(Case(case.name, case.images, None))
+    label = eval_transforms(True, **geometry)({"image": case.images[0], "label": case.label})["label"]
+    assert item[PREVIOUS].tolist() == one_hot(label.numpy(), [1, 2]).tolist() and item[PREVIOUS][1].any()
+    given = network_input(item, 0)
+    assert given.shape[0] == 1 + 2 and torch.equal(given[1:], item[PREVIOUS].float())
 
 
 @pytest.mark.slow
