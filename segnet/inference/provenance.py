@@ -6,10 +6,10 @@ first label map: the files the model is read from (each checkpoint of an ensembl
 export's package and its model.json), each by its path and sha256, hashed once per run; their
 classes and the plan of each configuration; tta; the postprocessing rules and the files they
 came from; a cascade's first-stage checkpoints, whose label maps its own follow from; and an
-id, a digest of all that but the paths (a checkpoint moved or copied is the same model). The op backend and the device are left out: they change no label map beyond
-rounding. Each label map carries the id in its header's description, written with it in one
-rename, so a folder that a run of another model overwrote in part still tells which model made
-each file.
+id, a digest of all that but the paths (a checkpoint moved or copied is the same model). The op
+backend and the device are left out: they change no label map beyond rounding. Each label map
+carries the id in its header's description, written with it in one rename, so a folder that a
+run of another model overwrote in part still tells which model made each file.
 
 The record is created only where there is none, whole, so processes predicting into one folder
 agree on it: a second one meets the first one's record and goes on with the same model; with
