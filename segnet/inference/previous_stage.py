@@ -110,8 +110,9 @@ def first_stage_maps(runs: Sequence[str] | None, cases: Sequence[Case], output: 
     validated = validating_runs(runs) if description is not None else {}
     # the dataset's own labelled cases: a test image named like a training case is another image
     labelled = set(description.labelled) if description is not None else set()
-    known = [case for case in cases if case.name in validated and case in labelled]
-    new = [case for case in cases if case not in known]
+    out_of_fold = {case for case in cases if case.name in validated and case in labelled}
+    known = [case for case in cases if case in out_of_fold]
+    new = [case for case in cases if case not in out_of_fold]
     found = predict_out_of_fold(runs, known, device) if known else {}
     return {**found, **(predict_first_stage(runs, new, output, device, workers) if new else {})}
 
