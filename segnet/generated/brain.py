@@ -54,21 +54,29 @@ class Scanner:
 DEFAULT_SCANNER = Scanner()
 
 
-def draw_scanner(state: np.random.RandomState) -> Scanner:
-    """One scanner of a multi-site dataset: gain 10 to 3000, gamma 0.6 to 1.7 (log-uniform), bias
-    field up to +-5 to 35 %, noise 0.01 to 0.09; a magnitude image in integers."""
-    gain, gamma = 10 ** state.uniform(1.0, 3.5), np.exp(state.uniform(np.log(0.6), np.log(1.7)))
+def draw_scanner(state: np.random.RandomState, log_gain: tuple[float, float] = (1.0, 3.5),
+                 noise: tuple[float, float] = (0.01, 0.09)) -> Scanner:
+    """One scanner of a multi-site dataset: gain 10 ** log_gain (10 to 3000), gamma 0.6 to 1.7
+    (log-uniform), bias field up to +-5 to 35 %, noise `noise` (0.01 to 0.09); a magnitude image
+    in integers."""
+    gain, gamma = 10 ** state.uniform(*log_gain), np.exp(state.uniform(np.log(0.6), np.log(1.7)))
     return Scanner(gain=float(gain), gamma=float(gamma), bias=float(state.uniform(0.05, 0.35)),
-                   noise=float(state.uniform(0.01, 0.09)), magnitude=True)
+                   noise=float(state.uniform(*noise)), magnitude=True)
 
 
 def _tissue_map(
-    shape: tuple[int, int, int], spacing: tuple[float, float, float], state: np.random.RandomState
+    shape: tuple[int, int, int], spacing: tuple[float, float, float], state: np.random.RandomState,
+    z_centre: float = 0.0, top_mm: float | None = None,
 ) -> np.ndarray:
-    """The tissue index (into TISSUES) of every voxel of the fine grid of a volume of `shape` voxels."""
+    """The tissue index (into TISSUES) of every voxel of the fine grid of a volume of `shape` voxels
+    whose middle slice lies `z_centre` mm above the head's middle. With `top_mm` the brain ends
+    there in a dome (the fluid, skull and scalp over it as shells of their thickness), so slices
+    above it show the brain's tip, then the scalp's, then air; else the head narrows away from its
+    middle but never ends."""
     fine_spacing = np.asarray(spacing) / SUPERSAMPLE
     axes = [(np.arange(n * SUPERSAMPLE) + 0.5) * fine - n * step / 2
             for n, fine, step in zip(shape, fine_spacing, spacing, strict=True)]
+    axes[2] = axes[2] + z_centre
     x, y = np.meshgrid(axes[0], axes[1], indexing="ij")
     centre = state.uniform(-3, 3, 2)
     x, y = x - centre[0], y - centre[1]
@@ -81,13 +89,26 @@ def _tissue_map(
     twist = state.uniform(-0.02, 0.02, gyri)  # radians per mm of height: folds move between slices
     ventricle = state.uniform(0.8, 1.2, 2) * np.array([4.0, 12.0])
     fine = np.zeros((*x.shape, len(axes[2])), np.uint8)
+    wobble = 1 + 0.04 * np.sin(2 * angle + shape_phase[0]) + 0.03 * np.sin(3 * angle + shape_phase[1])
+
+    def outline(z: float, grown: float = 0.0) -> np.ndarray:
+        """The radius (mm, in each direction) of the surface `grown` mm outside the brain's at height z;
+        on the dome, an ellipsoid's whose semi-axes (its top among them) are the brain's grown by that."""
+        if top_mm is not None and z > 0:
+            a, b = (semi + grown) * np.sqrt(max(1 - (z / (top_mm + grown)) ** 2, 0.0))
+        else:
+            a, b = semi * np.sqrt(max(1 - (z / 70.0) ** 2, 0.3))  # the head narrows away from its middle
+        if a == 0:
+            return np.full_like(angle, -np.inf)
+        return a * b / np.hypot(b * np.cos(angle), a * np.sin(angle)) * wobble
+
     for k, z in enumerate(axes[2]):
-        scale = np.sqrt(max(1 - (z / 70.0) ** 2, 0.3))  # the head narrows away from its middle
-        a, b = semi * scale
-        outline = a * b / np.hypot(b * np.cos(angle), a * np.sin(angle))
-        outline *= 1 + 0.04 * np.sin(2 * angle + shape_phase[0]) + 0.03 * np.sin(3 * angle + shape_phase[1])
-        depth = outline - radius  # mm inside the brain's surface
-        fluid = (depth < 0) & (depth >= -2.5)
+        depth = outline(z) - radius  # mm inside the brain's surface
+        if top_mm is not None and z > 0:
+            shells = {mm: radius <= outline(z, mm) for mm in (2.5, 6.0, 9.0)}
+        else:
+            shells = {mm: depth >= -mm for mm in (2.5, 6.0, 9.0)}
+        fluid = (depth < 0) & shells[2.5]
         gap = (angle[..., None] - sulci - twist * z + np.pi) % (2 * np.pi) - np.pi  # to each sulcus, radians
         in_sulcus = (np.abs(gap) * radius[..., None] < SULCUS_MM / 2) & (depth[..., None] < sulcus_depth)
         fluid |= in_sulcus.any(-1) & (depth >= 0)
@@ -98,8 +119,8 @@ def _tissue_map(
         nuclei = ((x / 5.0) ** 2 + ((np.abs(y) - 15) / 6.0) ** 2 <= 1) & (np.abs(z) < 20)
         grey = brain & ((to_fluid < GREY_MM) | nuclei)
         tissue = np.zeros(x.shape, np.uint8)
-        tissue[(depth < -2.5) & (depth >= -6.0)] = TISSUES.index("skull")
-        tissue[(depth < -6.0) & (depth >= -9.0)] = TISSUES.index("scalp")
+        tissue[~shells[2.5] & shells[6.0]] = TISSUES.index("skull")
+        tissue[~shells[6.0] & shells[9.0]] = TISSUES.index("scalp")
         tissue[fluid] = TISSUES.index("fluid")
         tissue[brain] = TISSUES.index("white")
         tissue[grey] = TISSUES.index("grey")
@@ -108,22 +129,19 @@ def _tissue_map(
 
 
 def tissue_shares(
-    shape: tuple[int, int, int], spacing: tuple[float, float, float], state: np.random.RandomState
+    shape: tuple[int, int, int], spacing: tuple[float, float, float], state: np.random.RandomState, **anatomy,
 ) -> np.ndarray:
-    """(len(TISSUES), *shape): the share of each voxel every tissue covers (partial volume)."""
-    fine = _tissue_map(shape, spacing, state)
+    """(len(TISSUES), *shape): the share of each voxel every tissue covers (partial volume);
+    `anatomy`: where the slices lie and whether the head ends (_tissue_map's z_centre, top_mm)."""
+    fine = _tissue_map(shape, spacing, state, **anatomy)
     blocks = fine.reshape(shape[0], SUPERSAMPLE, shape[1], SUPERSAMPLE, shape[2], SUPERSAMPLE)
     return np.stack([(blocks == t).mean(axis=(1, 3, 5)) for t in range(len(TISSUES))])
 
 
-def brain_case(
-    shape: tuple[int, int, int] = (96, 96, 6), spacing: tuple[float, float, float] = (1.0, 1.0, 4.0),
-    state: np.random.RandomState | None = None, scanner: Scanner = DEFAULT_SCANNER,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(image float32, label uint8: 0 background, 1 grey matter, 2 white matter) of one head, as
-    `scanner` renders it."""
-    state = state if state is not None else np.random.RandomState(0)
-    shares = tissue_shares(shape, spacing, state)
+def render(shares: np.ndarray, state: np.random.RandomState, scanner: Scanner) -> tuple[np.ndarray, np.ndarray]:
+    """(image float32, label uint8: 0 background, 1 grey matter, 2 white matter) of tissue shares
+    as `scanner` renders them."""
+    shape = shares.shape[1:]
     intensity = (np.array([T1[t] for t in TISSUES]) * state.uniform(0.95, 1.05, len(TISSUES))) ** scanner.gamma
     image = np.tensordot(intensity, shares, axes=1)
     grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, n) for n in shape], indexing="ij"))
@@ -137,6 +155,15 @@ def brain_case(
     winner = shares.argmax(axis=0)
     label = np.where(winner == grey, 1, np.where(winner == white, 2, 0)).astype(np.uint8)
     return image.astype(np.float32), label
+
+
+def brain_case(
+    shape: tuple[int, int, int] = (96, 96, 6), spacing: tuple[float, float, float] = (1.0, 1.0, 4.0),
+    state: np.random.RandomState | None = None, scanner: Scanner = DEFAULT_SCANNER,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(image float32, label uint8) of one head, as `scanner` renders it (render)."""
+    state = state if state is not None else np.random.RandomState(0)
+    return render(tissue_shares(shape, spacing, state), state, scanner)
 
 
 def write_brain_dataset(root: Path, cases: int = 40, seed: int = 0, scanner_variation: bool = False) -> Path:
