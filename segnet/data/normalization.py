@@ -1,6 +1,7 @@
 """Intensity normalization by modality, as nnU-Net does it, from dataset.json's channel names.
 
-- "CT" (any case): Hounsfield units mean the same on every scanner, so every volume is treated
+Names are matched casefolded, as nnU-Net matches them.
+- "CT": Hounsfield units mean the same on every scanner, so every volume is treated
   alike: clipped to the dataset's foreground 0.5 and 99.5 percentiles, then z-scored with the
   dataset's foreground mean and standard deviation (the fingerprint: intensities under the
   labels, not the air around the body).
@@ -10,10 +11,13 @@
 - anything else (MRI, T1, T2, FLAIR, ...): z-scored per volume, since MRI intensities have no
   absolute scale; over its non-zero voxels only where the dataset is masked (its cases' non-zero
   bounding boxes have a median share of the volume under MASKED_BELOW: skull-stripped brains),
-  else over every voxel. nnU-Net decides this once per dataset too. Deciding it per volume, by
-  whichever voxels happen to be zero, does not carry across scanners: a magnitude image stored in
-  integers has an air background of exact zeros on a quiet scanner and of noise on another, and
-  the same tissue then lands on different z-scores (docs/data-and-planning.md).
+  else over every voxel of the plan's crop (segnet.data.cropping: the box around the anatomy,
+  cut before normalizing, as nnU-Net crops to the non-zero region first), so that the air or the
+  zero border around a scan moves no tissue's z-score. nnU-Net decides this once per dataset too.
+  Deciding it per volume, by whichever voxels happen to be zero, does not carry across scanners:
+  a magnitude image stored in integers has an air background of exact zeros on a quiet scanner
+  and of noise on another, and the same tissue then lands on different z-scores
+  (docs/data-and-planning.md).
 The plan (one entry per channel) is part of the dataset's plan (segnet.planning.planner), stored in
 the checkpoint, and used as is by evaluation and prediction.
 """
@@ -32,13 +36,13 @@ MASKED_BELOW = 0.75  # nnU-Net's: cropping to the non-zero region would drop ove
 UNPLANNED = {"scheme": "zscore", "nonzero": True}  # each channel, where no normalization plan is given
 
 
+SCHEMES = {"ct": "ct", "nonorm": "noNorm", "rescale_to_0_1": "rescale_to_0_1", "rgb_to_0_1": "rgb_to_0_1"}
+
+
 def scheme_of(channel_name: str) -> str:
-    name = channel_name.strip()
-    if name.lower() == "ct":
-        return "ct"
-    if name in ("noNorm", "rescale_to_0_1", "rgb_to_0_1"):
-        return name
-    return "zscore"
+    """A channel's scheme from its name in dataset.json, which nnU-Net matches casefolded (NoNorm,
+    RGB_to_0_1 and CT are schemes too); any other name is z-scored."""
+    return SCHEMES.get(channel_name.strip().casefold(), "zscore")
 
 
 def is_masked(nonzero_shares: Sequence[float]) -> bool:

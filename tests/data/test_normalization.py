@@ -12,7 +12,7 @@ import torch
 
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
-from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize
+from segnet.data.normalization import NormalizeChannelsd, normalization_plan, normalize, scheme_of
 from segnet.generated.phantom import write_case, write_dataset_json
 from segnet.planning.record import dataset_fingerprint
 from segnet.training.train import train
@@ -78,6 +78,13 @@ def test_other_schemes():
     assert body[0, 0] == 0 and torch.allclose(body[channel != 0].mean(), torch.tensor(0.0), atol=1e-6)
     schemes = normalization_plan(["CT", "T2", "noNorm", "rescale_to_0_1"], [STATS] * 4, [1.0])
     assert [e["scheme"] for e in schemes][1:] == ["zscore", "noNorm", "rescale_to_0_1"]
+
+
+@pytest.mark.parametrize("name, scheme", [("NoNorm", "noNorm"), ("nonorm", "noNorm"), ("RGB_to_0_1", "rgb_to_0_1"),
+                                          ("Rescale_To_0_1", "rescale_to_0_1"), ("ct", "ct"), (" CT", "ct"),
+                                          ("T1", "zscore"), ("ZScore", "zscore"), ("noNormal", "zscore")])
+def test_scheme_names_are_matched_casefolded_as_nnunet_matches_them(name, scheme):
+    assert scheme_of(name) == scheme
 
 
 def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
