@@ -17,6 +17,7 @@ from segnet.model.strides import Level, per_axis, total_strides
 
 PLACEMENTS = ("input", "skips")
 SKIP_LAYERS = ("edge", "sharpen")
+STEMS = ("conv", "residual")
 
 
 def on_stride_multiples(net, x: torch.Tensor, stride: Level, minimum: Level = 0) -> torch.Tensor | list[torch.Tensor]:
@@ -37,6 +38,22 @@ def on_stride_multiples(net, x: torch.Tensor, stride: Level, minimum: Level = 0)
             for level in output]
 
 
+class Centred(nn.Module):
+    """Its input less the mean of each sample's channel over the window."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - x.mean(dim=tuple(range(2, x.ndim)), keepdim=True)
+
+
+def normalized_stem(spatial_dims: int, in_channels: int, out_channels: int, act, norm, dropout: float) -> nn.Module:
+    """The window centred, a 3-wide convolution, its normalization and activation: with instance
+    normalization its features are the same for a * x + b as for x (a > 0), so no absolute
+    intensity reaches the rest of the network. (Uncentred, the zeros the convolution pads with
+    would leave a frame of b times the kernel's border taps.)"""
+    return nn.Sequential(Centred(), Convolution(spatial_dims, in_channels, out_channels, kernel_size=3, act=act,
+                                                norm=norm, dropout=dropout))
+
+
 class EdgeUNet(nn.Module):
     """U-Net with the constructor of monai.networks.nets.UNet plus edge layers.
 
@@ -46,6 +63,14 @@ class EdgeUNet(nn.Module):
     an empty placement is the plain U-Net. For the ablation's baselines, ``skip_layer="sharpen"``
     puts Sharp U-Net's fixed filter on the skips instead of the edge layer, and
     ``edge_alpha_trainable=False`` keeps every edge layer's strengths at ``edge_alpha_init``.
+
+    The ``stem`` turns the (edge-enhanced) input into channels[0] features: "conv" is a convolution,
+    its normalization and activation, as nnU-Net's first layer, so that the features do not depend
+    on the input's intensity scale and offset within a window (normalized_stem);
+    "residual" is MONAI's residual unit, whose 1 x 1 projection passes the input's intensities on
+    unnormalized: the network then answers differently to the same anatomy at another scale, which
+    per-volume z-scores give a scan with more or less air around it (docs/performance.md, "Robust
+    on real scans"). Checkpoints from before 2026-12-06 hold a "residual" stem.
 
     ``encoder_blocks[i]`` residual units make encoder level i (the first of each strided, at
     least one; a longer list is cut to the levels): more of them deepen the encoder alone, as in
@@ -76,6 +101,7 @@ class EdgeUNet(nn.Module):
         skip_layer: str = "edge",
         deep_supervision: bool = False,
         encoder_blocks: Sequence[int] | None = None,
+        stem: str = "conv",
         edge_backend: str = "auto",
     ):
         super().__init__()
@@ -99,6 +125,8 @@ class EdgeUNet(nn.Module):
             raise ValueError(f"EdgeUNet: edge placement must be a subset of {list(PLACEMENTS)}, got {sorted(unknown)}")
         if skip_layer not in SKIP_LAYERS:
             raise ValueError(f"EdgeUNet: skip_layer must be one of {list(SKIP_LAYERS)}, got {skip_layer!r}")
+        if stem not in STEMS:
+            raise ValueError(f"EdgeUNet: stem must be one of {list(STEMS)}, got {stem!r}")
 
         def residual(cin: int, cout: int, stride: int = 1) -> nn.Module:
             return ResidualUnit(
@@ -116,7 +144,8 @@ class EdgeUNet(nn.Module):
             return layer
 
         self.input_edge = edge(in_channels, "input")
-        self.stem = residual(in_channels, channels[0])
+        self.stem = residual(in_channels, channels[0]) if stem == "residual" else normalized_stem(
+            spatial_dims, in_channels, channels[0], act, norm, dropout)
         self.down = nn.ModuleList(residual(channels[i], channels[i + 1], levels[i]) for i in range(len(strides)))
         self.more_blocks = nn.ModuleList(  # empty where a level has one unit: its state is as without
             nn.Sequential(*(residual(c, c) for _ in range(n - 1))) for c, n in zip(channels, blocks, strict=True)

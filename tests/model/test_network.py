@@ -59,6 +59,19 @@ def test_whole_network_compiles_without_graph_breaks(backend):
     assert torch.allclose(net.input_edge.alpha.grad, eager_grad, rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.parametrize("spatial_dims", [2, 3])
+def test_the_stem_makes_the_network_blind_to_its_inputs_intensity_scale_and_offset(spatial_dims):
+    # per-volume z-scores put the same anatomy at another scale and offset when more air surrounds it
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, *([20] * spatial_dims))
+    net = small_net(spatial_dims).eval()
+    with torch.no_grad():
+        assert torch.allclose(net(3.7 * x - 2.0), net(x), atol=1e-4)
+        residual = EdgeUNet(spatial_dims, 2, 3, channels=(8, 16, 32), strides=(2, 2), stem="residual",
+                            edge_backend="cpp").eval()
+        assert (residual(3.7 * x - 2.0) - residual(x)).abs().max() > 0.05  # MONAI's unit passes the input on
+
+
 def test_bad_arguments_are_explained():
     with pytest.raises(ValueError, match="len\\(strides\\) == len\\(channels\\) - 1"):
         EdgeUNet(2, 1, 2, channels=(8, 16), strides=(2, 2))
@@ -70,6 +83,8 @@ def test_bad_arguments_are_explained():
         EdgeUNet(2, 1, 2, channels=(8, 16, 32), strides=[2, [1, 2, 2]])
     with pytest.raises(ValueError, match="encoder_blocks needs a positive count for each of the 3 levels"):
         EdgeUNet(2, 1, 2, channels=(8, 16, 32), strides=(2, 2), encoder_blocks=[1, 2])
+    with pytest.raises(ValueError, match="stem must be one of \\['conv', 'residual'\\], got 'plain'"):
+        EdgeUNet(2, 1, 2, stem="plain")
 
 
 @pytest.mark.parametrize("spatial_dims", [2, 3])
