@@ -22,3 +22,5 @@ MAP_INTERPOLATION = {"distance": "bilinear", "skeleton": "nearest"}
 PREVIOUS = "previous"  # a cascade's first-stage channels (segnet.data.cascade_input)
 # What moves with the label: its derived maps, and a cascade's first stage by nearest neighbour.
 MOVED_WITH_LABEL = {**MAP_INTERPOLATION, PREVIOUS: "nearest"}
+# Of the training crops, the share centred on a foreground voxel; the rest lie anywhere.
+FOREGROUND_SHARE = 2 / 3  # nnU-Net's oversample_foreground_percent is 0.33

@@ -1,15 +1,15 @@
 """MONAI transform chains for real scans.
 
 Loading puts every volume in the plan's orientation (RAS, the slicing axis last), channel first,
-and resamples it to the plan's spacing (images linearly, labels by nearest neighbour; prediction
-inverts both). Intensities are normalized by
-modality (segnet.data.normalization): CT with the dataset's foreground statistics, MRI and the
-rest per volume and channel over the non-zero (body) voxels, which removes most of the
-scanner-to-scanner differences in scale and offset. Training crops are foreground-aware (2 of 3 centred on a
-label voxel) and augmented with rotation and scaling, flips, intensity scale/shift, contrast
-(gamma), a smooth bias field and noise, so
-that the model does not learn one scanner's look. In 2D slice mode a crop is one slice thick
-and loses its last axis.
+crops it to the plan's box around the anatomy (segnet.data.cropping) and resamples it to the
+plan's spacing (images linearly, labels by nearest neighbour; prediction inverts all three).
+Intensities are normalized inside the box by modality (segnet.data.normalization): CT with the
+dataset's foreground statistics, MRI and the rest per volume and channel, which removes most of
+the scanner-to-scanner differences in scale and offset. Training crops are foreground-aware
+(data.foreground_share of them centred on a label voxel) and augmented with rotation and scaling,
+flips, intensity scale/shift, contrast (gamma), a smooth bias field and noise, so that the model
+does not learn one scanner's look. In 2D slice mode a crop is one slice thick and loses its last
+axis.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from collections.abc import Sequence
 import torch
 from monai import transforms as T
 
+from segnet.data.cropping import crop_transform
 from segnet.data.dataset_json import Case
 from segnet.data.headers import read_problem
 from segnet.data.image_files import NaturalImageReader, image_loader
 from segnet.data.normalization import NormalizeChannelsd
-from segnet.data.samples import MOVED_WITH_LABEL
+from segnet.data.samples import FOREGROUND_SHARE, MOVED_WITH_LABEL
 from segnet.errors import DatasetError
 
 KEYS = ("image", "label")
@@ -70,26 +71,25 @@ def unreadable(path: str) -> str | None:
 
 def load_transforms(
     with_label: bool, normalization: Sequence[dict] | None = None, orientation: str = "RAS",
-    spacing: Sequence[float] | None = None, with_image: bool = True,
+    spacing: Sequence[float] | None = None, crop: str | None = None,
 ) -> list:
-    """Loading onto the plan's grid: the image (unless with_image=False: a label map alone, which
-    lands on the grid its image would), and the label where with_label."""
-    keys = [key for key, wanted in zip(KEYS, (with_image, with_label), strict=True) if wanted]
+    """Loading onto the plan's grid: the image, and the label where with_label, cropped to the
+    box the plan's `crop` finds in the image (segnet.data.cropping) before the image is normalized."""
+    keys = list(KEYS) if with_label else ["image"]
     steps = [
         T.LoadImaged(keys=keys, image_only=True, reader=NaturalImageReader()),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
         T.Orientationd(keys=keys, axcodes=orientation, labels=None),
-    ]
-    if with_image:
+        *crop_transform(keys, crop),
         # by modality (segnet.data.normalization), on the stored voxels as nnU-Net does, before
         # resampling can blur the body's edge into the background
-        steps.append(NormalizeChannelsd(keys="image", plan=normalization))
+        NormalizeChannelsd(keys="image", plan=normalization),
+    ]
     if spacing is not None:  # a spacing of 0 keeps the image's own along that axis (2D plans)
         modes = {"image": "bilinear", "label": "nearest"}
         steps.append(T.Spacingd(keys=keys, pixdim=list(spacing), mode=[modes[key] for key in keys],
                                 padding_mode="border"))
-    if with_image:
-        steps.append(T.EnsureTyped(keys="image", dtype="float32"))
+    steps.append(T.EnsureTyped(keys="image", dtype="float32"))
     if with_label:
         steps.append(T.EnsureTyped(keys="label", dtype="int64"))
     return steps
@@ -101,7 +101,7 @@ def without_ignored(label: torch.Tensor, ignore_label: int) -> torch.Tensor:
 
 def train_transforms(
     patch_size: Sequence[int], spatial_dims: int, samples_per_volume: int, affine: bool = True,
-    ignore_label: int | None = None, **geometry,
+    ignore_label: int | None = None, foreground_share: float = FOREGROUND_SHARE, **geometry,
 ) -> T.Compose:
     crop = list(patch_size[:2]) + [1] if spatial_dims == 2 else list(patch_size)
     steps = load_transforms(with_label=True, **geometry) + [T.SpatialPadd(keys=list(KEYS), spatial_size=crop)]
@@ -111,7 +111,8 @@ def train_transforms(
     if ignore_label is not None:
         steps += [T.CopyItemsd(keys="label", names=CROP_FOREGROUND),
                   T.Lambdad(keys=CROP_FOREGROUND, func=functools.partial(without_ignored, ignore_label=ignore_label))]
-    steps.append(T.RandCropByPosNegLabeld(keys=list(KEYS), label_key=foreground, spatial_size=crop, pos=2, neg=1,
+    steps.append(T.RandCropByPosNegLabeld(keys=list(KEYS), label_key=foreground, spatial_size=crop,
+                                          pos=foreground_share, neg=1 - foreground_share,
                                           num_samples=samples_per_volume))
     if ignore_label is not None:
         steps.append(T.DeleteItemsd(keys=CROP_FOREGROUND))

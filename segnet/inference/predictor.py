@@ -100,7 +100,7 @@ def label_map_of(probabilities: np.ndarray, regions: Regions | None) -> np.ndarr
 
 
 # how a model loads and predicts an image (a cascade: also the first stage it reads)
-PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing", "previous_stage")
+PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing", "crop", "previous_stage")
 SHARED_KEYS = ("class_names", "regions", "in_channels")  # what every model of an ensemble must agree on
 
 
@@ -110,7 +110,7 @@ class Configuration:
     models: list[TrainedModel]
     spatial_dims: int
     # Loading as training loaded: the plan's normalization (None: per-volume z-score),
-    # orientation and spacing (None: as stored).
+    # orientation, spacing (None: as stored) and crop (None: the whole volume, as runs before it was planned).
     geometry: dict[str, Any]
     # A cascade's first stage: the run folders whose label map it reads as extra channels.
     previous_stage: list[str] | None = None
@@ -120,7 +120,8 @@ class Configuration:
         data = models[0].data
         return cls(models, int(data["spatial_dims"]), {key: data.get(key, default) for key, default in
                                                         (("normalization", None), ("orientation", "RAS"),
-                                                         ("spacing", None))}, data.get("previous_stage"))
+                                                         ("spacing", None), ("crop", None))},
+                   data.get("previous_stage"))
 
     def plan(self) -> dict[str, Any]:
         return {"spatial_dims": self.spatial_dims, **self.geometry,

@@ -2,8 +2,10 @@
 
 Per case: the voxel spacing and shape in RAS axis order (whatever orientation the file is stored
 in, so cases stored in LPS, or with permuted axes, compare axis for axis), the voxels of each
-class, and the share of the volume in the bounding box of its non-zero voxels (any channel;
-nnU-Net's crop: whether the dataset is masked, which decides how MRI is z-scored). Per channel:
+class, the share of the volume in the bounding box of its non-zero voxels (any channel;
+nnU-Net's crop: whether the dataset is masked, which decides how MRI is z-scored), and for each
+crop rule (segnet.data.cropping) the shape of its box and how far inside it the labels stay
+(which decides the plan's crop). Per channel:
 mean, standard deviation and 0.5 / 99.5 percentiles of the intensities under the labels
 (label > 0, the ignore label left out), from up to SAMPLES_PER_CASE voxels of every case: CT
 normalization uses them. The same read is the integrity check (segnet.planning.integrity): a
@@ -13,12 +15,14 @@ makes both once per dataset and keeps them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import nibabel as nib
 import numpy as np
 
+from segnet.data.cropping import CROPS, crop_box
 from segnet.data.dataset_json import Case, DatasetDescription, case_seed
 
 SAMPLES_PER_CASE = 10_000  # foreground voxels drawn per case and channel, as nnU-Net's fingerprint
@@ -55,6 +59,7 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
              "class_voxels": [int(v) for v in counts[:values]]}
     images = [np.asarray(loaded[path]) for path in case.images]
     entry["nonzero_share"] = nonzero_share(images, label.shape)
+    entry["crops"] = crops(images, label, np.asarray(loaded[case.images[0]].affine))
     foreground = label > 0
     if description.ignore_label is not None:
         foreground &= label != description.ignore_label
@@ -68,6 +73,37 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
             image = image[..., channel]  # one file holding every channel, channels last
         samples.append(image.ravel()[chosen].astype(np.float32))
     return entry, np.stack(samples)
+
+
+def crops(images: Sequence[np.ndarray], label: np.ndarray, affine: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Per crop rule (segnet.data.cropping) but "none": the shape of its box (RAS axis order, as the
+    case's shape) and label_margin: how far inside the box its labelled voxels stay (label_margin)."""
+    channels = [image.reshape(*label.shape, -1) for image in images]  # a view where one file holds them all
+    channel_first = np.moveaxis(channels[0] if len(channels) == 1 else np.concatenate(channels, axis=-1), -1, 0)
+    labelled = np.argwhere(label != 0)
+    found = {}
+    for crop in CROPS[1:]:
+        start, end = crop_box(channel_first, crop)
+        found[crop] = {"shape": ras_geometry(affine, [e - s for s, e in zip(start, end, strict=True)])[1],
+                       "label_margin": label_margin(labelled, start, end, label.shape)}
+    return found
+
+
+def label_margin(labelled: np.ndarray, start: Sequence[int], end: Sequence[int], shape: Sequence[int]) -> float:
+    """The least distance from a face of the box [start, end) to the labelled voxels (N, axes) inside
+    it, as a share of the box's extent along that face's axis, over the faces that cut the volume
+    (a face on the volume's own border cuts nothing); negative where a labelled voxel lies outside,
+    infinite where nothing is labelled or cut."""
+    if labelled.size == 0:
+        return math.inf
+    margins = [math.inf]
+    for axis, (s, e, size) in enumerate(zip(start, end, shape, strict=True)):
+        lowest, highest = int(labelled[:, axis].min()), int(labelled[:, axis].max()) + 1
+        if s > 0:
+            margins.append((lowest - s) / (e - s))
+        if e < size:
+            margins.append((e - highest) / (e - s))
+    return min(margins)
 
 
 def nonzero_share(images: Sequence[np.ndarray], shape: Sequence[int]) -> float:

@@ -79,10 +79,10 @@ def plan_budget(cfg: DictConfig) -> Budget:
 
 def make_plan(description: DatasetDescription, cfg: DictConfig) -> dict[str, Any]:
     """The plan made from the fingerprint of the labelled cases, for the model and the device it
-    trains on."""
+    trains on (and data.crop where it is set: the shapes of its boxes)."""
     model = OmegaConf.to_container(cfg.model, resolve=True)
     return plan_dataset(description, fingerprint(description, cfg), model, plan_budget(cfg),
-                        int(cfg.data.samples_per_volume))
+                        int(cfg.data.samples_per_volume), cfg.data.get("crop"))
 
 
 def max_voxels(cfg: DictConfig) -> int:
@@ -207,6 +207,8 @@ def apply_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any]) -> Non
         crops = max(1, round(configuration["crops_per_step"] * batch_scale))
         data.batch_size = volumes_per_step(crops, int(data.samples_per_volume))
     data.orientation = plan["orientation"]
+    if data.get("crop") is None:
+        data.crop = plan.get("crop", "none")  # a plan made before crops were planned: the whole volume
     data.spacing = configuration["spacing"] if data.resample else None
     if data.normalization is None:
         data.normalization = plan["normalization"]

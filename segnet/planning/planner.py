@@ -8,6 +8,9 @@ and cropped, for a 2D and a 3D model, in the spirit of nnU-Net's experiment plan
 - Orientation: RAS, with the slicing axis (the out-of-plane, lowest-resolution one) moved last:
   a 2D model sees in-plane slices, and the 3D model the same axis order. Prediction undoes it.
 - 2D keeps each case's own spacing along the slicing axis and resamples only in plane.
+- Crop (before normalizing, as nnU-Net crops to the non-zero region): segnet.data.cropping's
+  body box where every case's labels lie well inside it, else the non-zero box where it holds
+  them (crop_rule); the shapes below are the boxes' shapes.
 - Patch size: the median resampled shape, rounded up to the network's total stride, shrunk (the
   axis of largest physical extent first) until a batch of MIN_BATCH fits the memory budget;
   batch size: what the budget allows, at most BATCH_SHARE of the dataset's voxels per step.
@@ -44,8 +47,10 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from segnet.data.cropping import CROPS
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
+from segnet.errors import ConfigError
 from segnet.model.strides import total_strides
 from segnet.planning.network_shape import network_shape
 
@@ -58,6 +63,7 @@ RAS = "RAS"
 CASCADE = "3d_cascade_fullres"
 LOWRES_COVERAGE = 0.25  # nnU-Net's: below this share of the median image in one 3d patch, a 3d_lowres too
 LOWRES_STEP = 1.03  # nnU-Net's factor per coarsening step
+BODY_MARGIN = 0.05  # of a body box's extent, between its faces and the labels, in every case (crop_rule)
 
 
 def target_spacing(spacings: np.ndarray, shapes: np.ndarray) -> np.ndarray:
@@ -275,13 +281,29 @@ def lowres_configuration(
             "why": why}
 
 
+def crop_rule(cases: Sequence[dict[str, Any]]) -> str:
+    """The crop (segnet.data.cropping) to plan: "body" where every case's labels stay at least
+    BODY_MARGIN of its box's extent inside the box (unlabelled anatomy around them: a head's skull and
+    scalp; a structure that fills the bright part of its scan, which the box would cut tight, gets
+    no body crop); else "nonzero" where every case's box holds its labels; else "none"."""
+    margins = [min(case["crops"][crop]["label_margin"] for case in cases) for crop in ("body", "nonzero")]
+    if margins[0] >= BODY_MARGIN:
+        return "body"
+    return "nonzero" if margins[1] >= 0 else "none"
+
+
 def plan_dataset(
     description: DatasetDescription, fingerprint: dict[str, Any], model: dict[str, Any], budget: Budget,
-    samples_per_volume: int,
+    samples_per_volume: int, crop: str | None = None,
 ) -> dict[str, Any]:
+    """The plan of a dataset; `crop` (one of segnet.data.cropping's CROPS) where the run sets one,
+    else crop_rule's."""
     cases = fingerprint["cases"]  # 3D volumes all: the integrity check names any other
+    if crop is not None and crop not in CROPS:
+        raise ConfigError(f"data.crop={crop}; use one of {', '.join(CROPS)}, or null for the plan's choice")
+    crop = crop or crop_rule(cases)
     spacings = np.array([c["spacing"] for c in cases], np.float64)
-    shapes = np.array([c["shape"] for c in cases], np.float64)
+    shapes = np.array([c["crops"][crop]["shape"] if crop != "none" else c["shape"] for c in cases], np.float64)
     ras_target = target_spacing(spacings, shapes)
     axis = slicing_axis(ras_target, np.median(shapes, axis=0))
     order = [RAS.index(code) for code in orientation(axis)]  # plan axis -> RAS axis
@@ -325,6 +347,7 @@ def plan_dataset(
         "slicing_axis": RAS[axis],
         "target_spacing": [_mm(s) for s in spacing],
         "median_shape": [round(float(s), 1) for s in median_shape],
+        "crop": crop,
         "budget": {"device": budget.device, "memory_gb": budget.memory_gb, "step_gflops": budget.step_gflops},
         "normalization": normalization_plan(description.channel_names, fingerprint["foreground_intensities"],
                                             [c["nonzero_share"] for c in cases]),

@@ -1,7 +1,7 @@
 """The preprocessed cache of a dataset under one plan, as nnU-Net keeps its preprocessed folder.
 
     <cache_dir>/<dataset>-<hash of its path>/<key of the loading plan and code>/
-        loading.json           what the arrays depend on: the plan's orientation, spacing and
+        loading.json           what the arrays depend on: the plan's orientation, spacing, crop and
                                normalization, and the version of the code that made them
         <case>.image.npy       float32 (channels, *spatial): what evaluation's loading chain gives
         <case>.label.npy       the smallest unsigned integer type that holds the labels, (1, *spatial)
@@ -41,15 +41,16 @@ DERIVED_MAPS = ("distance", "skeleton")  # what segnet.preprocessing.maps derive
 FOREGROUND_SAMPLES = 10_000  # voxels kept per class for foreground-aware crops (nnU-Net's)
 # What the arrays are made by: its source and these libraries' versions are in the cache's key.
 LOADING_CODE = ("segnet.data.transforms", "segnet.data.image_files", "segnet.data.normalization",
-                "segnet.preprocessing.preprocess", "segnet.preprocessing.cache")
+                "segnet.data.cropping", "segnet.preprocessing.preprocess", "segnet.preprocessing.cache")
 LOADING_LIBRARIES = ("monai", "nibabel", "numpy", "torch", "PIL", "tifffile")
 
 
-def loading_plan(orientation: str, spacing: Sequence[float] | None, normalization: Sequence[dict] | None) -> dict:
+def loading_plan(orientation: str, spacing: Sequence[float] | None, normalization: Sequence[dict] | None,
+                 crop: str | None = None) -> dict:
     """What the preprocessed arrays depend on, as the cache keys it."""
     return {"format": FORMAT, "orientation": orientation, "spacing": None if spacing is None else list(spacing),
             "normalization": None if normalization is None else [dict(n) for n in normalization],
-            "code": code_version(LOADING_CODE, LOADING_LIBRARIES)}
+            "crop": crop or "none", "code": code_version(LOADING_CODE, LOADING_LIBRARIES)}
 
 
 def cache_folder(root: Path, dataset_root: Path, plan: dict) -> Path:

@@ -2,12 +2,13 @@
 maps, so a worker touches only the bytes of its crops and memory does not grow with the number
 of cases; validation reads whole volumes.
 
-Crops are foreground-aware as the worker chain's RandCropByPosNegLabeld (pos=2, neg=1): two of
-three centred on a foreground voxel (a class drawn uniformly among those the case holds, then one
-of its sampled voxels, nnU-Net's way, so small structures are seen as often as large ones), one
-anywhere; the patch stays inside the volume where it fits and is centred on a padded volume where
-it does not. A crop may be read with a margin around the patch (the device augmentation's
-rotations and scalings sample there); what lies outside the volume reads as zero. Maps derived
+Crops are foreground-aware as the worker chain's RandCropByPosNegLabeld: a share of them
+(`foreground_share`, data.foreground_share) centred on a foreground voxel (a class drawn uniformly
+among those the case holds, then one of its sampled voxels, nnU-Net's way, so small structures are
+seen as often as large ones), the rest anywhere; the patch stays inside the volume where it fits
+and is centred on a padded volume where it does not. A crop may be read with a margin around the
+patch (the device augmentation's rotations and scalings sample there); what lies outside the
+volume reads as zero. Maps derived
 from the label (segnet.preprocessing.maps), where a loss term asks for them, are cropped by the
 same box, and every crop carries its case's spacing (mm, of the preprocessed grid). A cascade's
 crop also carries its first stage's label map, cropped by the same box, one-hot and perturbed as
@@ -26,14 +27,13 @@ from monai.utils import MAX_SEED
 from torch.utils.data import Dataset
 
 from segnet.data.cascade_input import one_hot, perturb
-from segnet.data.samples import PREVIOUS
+from segnet.data.samples import FOREGROUND_SHARE, PREVIOUS
 from segnet.preprocessing.cache import PreprocessedCase
 from segnet.preprocessing.previous_maps import PreviousMaps
 
 if TYPE_CHECKING:  # scipy and scikit-image load where maps are made, not in every worker
     from segnet.preprocessing.maps import DerivedMaps
 
-POSITIVE_SHARE = 2 / 3
 
 
 def patch_start(size: int, patch: int, centre: int) -> int:
@@ -66,8 +66,9 @@ class CropDataset(Dataset, Randomizable):
     `patch` is the training patch (3 axes; a 2D patch is one slice thick), `margin` the voxels
     read beyond it on each side, `augment` what the workers do to each crop afterwards (the
     MONAI chain when augmentation runs in the workers), `squeeze_last` drops the slice axis of a
-    2D crop. The crops' centres and the augmentation draw from this dataset's random state
-    (MONAI's Randomizable): segnet.data.sampling seeds it per draw. A foreground-centred crop
+    2D crop; `foreground_share` of the crops are centred on the foreground. The crops' centres and
+    the augmentation draw from this dataset's random state (MONAI's Randomizable):
+    segnet.data.sampling seeds it per draw. A foreground-centred crop
     picks one of the case's classes, then a voxel of it; with `regions` (their label values,
     segnet.data.regions), one of the case's regions, then a voxel of it, as nnU-Net samples
     regions: every centre lies in the regions' union. With `previous` (a cascade's first stage)
@@ -76,8 +77,10 @@ class CropDataset(Dataset, Randomizable):
     def __init__(self, entries: Sequence[PreprocessedCase], patch: Sequence[int], samples_per_volume: int,
                  margin: Sequence[int] = (0, 0, 0), augment: Randomizable | None = None, squeeze_last: bool = False,
                  maps: DerivedMaps | None = None, regions: Sequence[Sequence[int]] | None = None,
-                 previous: PreviousMaps | None = None, previous_values: Sequence[int] = ()):
+                 previous: PreviousMaps | None = None, previous_values: Sequence[int] = (),
+                 foreground_share: float = FOREGROUND_SHARE):
         self.entries = list(entries)
+        self.foreground_share = foreground_share
         self.previous, self.previous_values = previous, list(previous_values)
         self.regions = [list(values) for values in regions] if regions else None
         self.maps = maps
@@ -96,7 +99,7 @@ class CropDataset(Dataset, Randomizable):
         return self
 
     def centre(self, shape: Sequence[int], foreground: np.ndarray) -> list[int]:
-        if len(foreground) and self.R.rand() < POSITIVE_SHARE:
+        if len(foreground) and self.R.rand() < self.foreground_share:
             if self.regions is None:
                 classes = np.unique(foreground[:, 0])
                 chosen = foreground[foreground[:, 0] == classes[self.R.randint(len(classes))]]

@@ -1,5 +1,5 @@
 """Building the preprocessed cache: each case that is missing or stale is loaded by evaluation's
-loading chain (segnet.data.transforms: orientation, normalization, spacing of the plan), so
+loading chain (segnet.data.transforms: orientation, crop, normalization, spacing of the plan), so
 training on the cache sees exactly the arrays it saw when it loaded the sources, and written once
 (segnet.preprocessing.cache). Cases are built in parallel threads (reading, decompressing and
 resampling release the GIL) with a progress bar."""
@@ -53,7 +53,7 @@ def build_case(case: Case, entry: PreprocessedCase, geometry: dict[str, Any], dt
 def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry: dict[str, Any],
                cache_dir: str | None = None, workers: int = 2) -> dict[str, PreprocessedCase]:
     """The cache entry of each case under the loading plan `geometry` (orientation, spacing,
-    normalization), building those that are missing or stale."""
+    normalization, crop), building those that are missing or stale."""
     plan = loading_plan(**geometry)
     folder = cache_folder(cache_root(cache_dir), description.root, plan)
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,8 @@ def preprocess_command(cfg: DictConfig) -> Path:
     record_plan(plan_for_run(cfg, Path(cfg.paths.output_dir)), Path(cfg.paths.output_dir))
     description = describe_dataset(str(cfg.data.root))
     data = cfg.data
-    geometry = {"orientation": data.orientation, "spacing": data.spacing, "normalization": data.normalization}
+    geometry = {"orientation": data.orientation, "spacing": data.spacing, "normalization": data.normalization,
+                "crop": data.crop}
     entries = preprocess(description, description.labelled, geometry, data.cache_dir, int(data.num_workers))
     folder = next(iter(entries.values())).folder
     log.info("%d case(s) preprocessed for the %dD plan in %s", len(entries), data.spatial_dims, folder)

@@ -2,8 +2,9 @@
 each case, so that training crops them by memory map with the image and the label.
 
 The source of each case is a label map on its image's own grid (the low-resolution stage's
-out-of-fold prediction, segnet.inference.previous_stage). It is loaded as the case's label is
-(orientation, then the plan's spacing by nearest neighbour), onto the grid of the cached image.
+out-of-fold prediction, segnet.inference.previous_stage). It is loaded as the case's label is,
+with the case's image (orientation, the crop the image's box gives, then the plan's spacing by
+nearest neighbour), onto the grid of the cached image.
 The maps of one set of sources lie in a folder named after where those sources are, and each map
 records its source's stamp (segnet.data.derived): a source predicted again (its first stage
 retrained) is loaded again, never read stale.
@@ -29,9 +30,10 @@ from segnet.preprocessing.cache import PreprocessedCase, label_dtype
 
 @dataclass(frozen=True)
 class PreviousMaps:
-    """`sources` {case name: its previous-stage label map file}, loaded by the plan's
-    `geometry` (orientation and spacing)."""
+    """`sources` {case name: its previous-stage label map file}, loaded with `images` {case name:
+    its image, as segnet.data.transforms.case_dicts gives it} by the plan's `geometry`."""
     sources: Mapping[str, Path]
+    images: Mapping[str, str | list[str]]
     geometry: Mapping[str, Any] = field(default_factory=dict)
 
     @functools.cached_property
@@ -70,8 +72,8 @@ class PreviousMaps:
                     continue
                 source = self.sources[entry.name]
                 stamp = source_stamp(source)
-                loaded = load_case(eval_transforms(True, with_image=False, **self.geometry),
-                                   {"label": str(source)})["label"].numpy()
+                loaded = load_case(eval_transforms(True, **self.geometry),
+                                   {"image": self.images[entry.name], "label": str(source)})["label"].numpy()
                 shape = entry.properties()["shape"]
                 if list(loaded.shape[1:]) != list(shape):
                     raise DatasetError(f"{source}: the previous stage's label map of {entry.name} lands on a grid of "

@@ -24,7 +24,7 @@ from segnet.data.cascade_input import previous_values
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.regions import foreground_units
-from segnet.data.samples import PREVIOUS
+from segnet.data.samples import FOREGROUND_SHARE, PREVIOUS
 from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler
 from segnet.data.splits import choose_split
 from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
@@ -47,7 +47,8 @@ class FolderDataModule(L.LightningDataModule):
         normalization: Sequence[dict] | None = None, orientation: str = "RAS", spacing: Sequence[float] | None = None,
         preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
         affine_augmentation: bool = True, seed: int = 0, maps: Sequence[str] = (),
-        previous_stage: Sequence[str] | None = None,
+        previous_stage: Sequence[str] | None = None, foreground_share: float = FOREGROUND_SHARE,
+        crop: str | None = None,
     ):
         super().__init__()
         self.seed = seed
@@ -76,11 +77,14 @@ class FolderDataModule(L.LightningDataModule):
                               "preprocessed cache: drop data.preprocessed=false, or set those terms' weight to 0")
         self.preprocessed, self.cache_dir, self.augment_on = preprocessed, cache_dir, augment_on
         self.affine_augmentation = affine_augmentation
+        if not 0 <= foreground_share <= 1:
+            raise ConfigError(f"data.foreground_share={foreground_share}; use a share of the crops from 0 to 1")
+        self.foreground_share = foreground_share
         self.prepare_data_per_node = False
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
         # The dataset's plan (segnet.planning.plan, checked for integrity there, once for all ranks).
-        self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing}
+        self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing, "crop": crop}
 
     def prepare_data(self) -> None:
         # Once per job (global rank 0: the cache is meant for shared storage), before the other
@@ -110,7 +114,8 @@ class FolderDataModule(L.LightningDataModule):
         if not self.previous_stage:
             return None
         sources = predict_out_of_fold(self.previous_stage, self.fold_cases())
-        return PreviousMaps(sources, {"orientation": self.geometry["orientation"], "spacing": self.geometry["spacing"]})
+        images = {item["name"]: item["image"] for item in case_dicts(self.fold_cases())}
+        return PreviousMaps(sources, images, self.geometry)
 
     def previous_values(self) -> list[int]:
         return previous_values(self.description.num_classes, self.description.regions)
@@ -132,7 +137,7 @@ class FolderDataModule(L.LightningDataModule):
         self.train_set = CacheDataset(
             case_dicts(self.train_cases),
             train_transforms(self.patch_size, self.spatial_dims, self.samples_per_volume, self.affine_augmentation,
-                             self.description.ignore_label, **self.geometry),
+                             self.description.ignore_label, self.foreground_share, **self.geometry),
             cache_rate=self.cache_rate, num_workers=self.num_workers or None, progress=False,
         )
         self.val_set = CacheDataset(
@@ -155,7 +160,7 @@ class FolderDataModule(L.LightningDataModule):
         return CropDataset(entries, patch, self.samples_per_volume, margin, augment,
                            squeeze_last=self.spatial_dims == 2, maps=self.derived_maps() if self.maps else None,
                            regions=regions.values if regions is not None else None, previous=self.first_stage,
-                           previous_values=self.previous_values())
+                           previous_values=self.previous_values(), foreground_share=self.foreground_share)
 
     def train_dataloader(self) -> DataLoader:
         # Each draw is a volume that yields samples_per_volume crops, so a batch holds batch_size

@@ -17,7 +17,6 @@ from segnet.data.transforms import case_dicts, train_transforms
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.model.dice_ce import SegmentationLoss
-from segnet.preprocessing import datasets as cache_datasets
 from segnet.preprocessing.datasets import CropDataset
 from segnet.preprocessing.preprocess import preprocess
 from segnet.training.train import train
@@ -88,14 +87,14 @@ def test_training_with_an_ignore_label(tmp_path):
     assert not math.isnan(metrics["val_dice_mean"])
 
 
-def test_crops_are_not_centred_on_ignored_voxels(tmp_path, monkeypatch):
+def test_crops_are_not_centred_on_ignored_voxels(tmp_path):
     description = describe_dataset(str(with_ignore(write_decathlon(tmp_path / "Task", cases=2))))
     geometry = {"orientation": "RAS", "spacing": None, "normalization": None}
     entries = list(preprocess(description, description.labelled, geometry, str(tmp_path / "cache")).values())
     ignored = np.mean([(e.label() == 3).mean() for e in entries])
     assert ignored > 0.2 and all(set(e.foreground()[:, 0]) == {1, 2} for e in entries)
-    monkeypatch.setattr(cache_datasets, "POSITIVE_SHARE", 1.0)  # every crop centred on the foreground
-    centres = CropDataset(entries, [1, 1, 1], samples_per_volume=100).set_random_state(0)  # a crop of its centre
+    # every crop centred on the foreground, a crop of its centre
+    centres = CropDataset(entries, [1, 1, 1], samples_per_volume=100, foreground_share=1.0).set_random_state(0)
     assert not any(s["label"].item() == 3 for i in range(len(entries)) for s in centres[i])
     # the chain that loads the sources (data.preprocessed=false): 1 of 3 crops anywhere, so on
     # ignored voxels a third of their share of the volume (more than half were, when they counted)

@@ -16,6 +16,7 @@ from monai.losses import SoftclDiceLoss
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.regions import Regions
+from segnet.data.samples import FOREGROUND_SHARE
 from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.generated.phantom import save_nifti
@@ -24,7 +25,7 @@ from segnet.inference.predict import predict
 from segnet.model.dice_ce import RegionLoss
 from segnet.model.loss_terms import TrainingLoss
 from segnet.postprocessing.postprocess import postprocess
-from segnet.preprocessing.datasets import POSITIVE_SHARE, CropDataset
+from segnet.preprocessing.datasets import CropDataset
 
 BRATS = Regions(values=((1, 2, 3), (2, 3), (3,)), class_order=(1, 2, 3))
 
@@ -125,7 +126,7 @@ def test_crops_pick_a_region_then_a_voxel_of_it(tmp_path):
     crops = CropDataset([], [4, 4, 4], 1, regions=[(1, 2), (2,)]).set_random_state(0)
     centres = [tuple(crops.centre((50, 50, 50), foreground)) for _ in range(3000)]
     chosen = [x for x, _, z in centres if z == 5 and x in (0, 1)]
-    assert len(chosen) / len(centres) == pytest.approx(POSITIVE_SHARE, abs=0.03)
+    assert len(chosen) / len(centres) == pytest.approx(FOREGROUND_SHARE, abs=0.03)
     assert sum(x == 1 for x in chosen) / len(chosen) == pytest.approx(0.75, abs=0.03)
     only_one = CropDataset([], [4, 4, 4], 1, regions=[(1, 2), (3,)]).set_random_state(0)  # region 3 absent
     assert all(only_one.centre((50, 50, 50), foreground) is not None for _ in range(50))

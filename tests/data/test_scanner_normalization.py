@@ -8,9 +8,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from segnet.data.dataset_json import describe_dataset
 from segnet.data.normalization import is_masked, normalization_plan, normalize
-from segnet.generated.brain import Scanner, brain_case, draw_scanner
+from segnet.data.transforms import case_dicts, eval_transforms, load_case
+from segnet.generated.brain import CLASS_NAMES, Scanner, brain_case, draw_scanner
+from segnet.generated.phantom import affine_for, write_case, write_dataset_json
 from segnet.planning.fingerprint import nonzero_share
+from segnet.planning.planner import crop_rule
+from segnet.planning.record import dataset_fingerprint
 
 SHAPE, SPACING = (96, 96, 3), (1.0, 1.0, 4.0)
 QUIET = Scanner(gain=10.0, noise=0.01, magnitude=True)  # |noise| rounds to 0 in the air
@@ -47,6 +52,31 @@ def test_a_masked_dataset_z_scores_its_non_zero_voxels():
     z = normalize(torch.from_numpy(stripped), entry)
     assert entry["nonzero"] and float(z[stripped == 0].abs().max()) == 0.0
     assert abs(float(z[stripped != 0].mean())) < 1e-4
+
+
+def test_a_zero_border_moves_no_tissue_to_other_z_scores(tmp_path):
+    # nnU-Net crops to the non-zero region before it z-scores: a scan padded with zeros by its
+    # export is normalized as the scan itself
+    image, label = head(NOISY)
+    border = [(14, 10), (6, 20), (0, 0)]
+    names = ["head", "padded"]
+    for name, (volume, labels) in zip(names, ((image, label), (np.pad(image, border), np.pad(label, border))),
+                                      strict=True):
+        write_case(tmp_path / "T1", name, [volume], labels, affine_for(SPACING, "RAS", volume.shape))
+    description = describe_dataset(str(write_dataset_json(tmp_path / "T1", "decathlon", CLASS_NAMES, ["T1"], names)))
+    fingerprint = dataset_fingerprint(description)
+    crop = crop_rule(fingerprint["cases"])
+    assert crop != "none"
+    normalization = normalization_plan(["T1"], [{}], [c["nonzero_share"] for c in fingerprint["cases"]])
+    medians = []
+    for case in description.labelled:
+        loaded = load_case(eval_transforms(True, normalization=normalization, crop=crop), case_dicts([case])[0])
+        z, labels = loaded["image"][0].numpy(), loaded["label"][0].numpy()
+        medians.append([np.median(z[labels == tissue]) for tissue in (1, 2)])
+    assert np.abs(np.subtract(*medians)).max() < 1e-3
+    uncropped = [tissue_medians(volume, labels, normalization[0]) for volume, labels in
+                 ((image, label), (np.pad(image, border), np.pad(label, border)))]
+    assert np.abs(np.subtract(*uncropped)).max() > 0.05  # what the border did to the stored volumes' z-scores
 
 
 def test_scanners_differ_in_scale_contrast_bias_and_noise():

@@ -1,0 +1,103 @@
+"""Cropping a scan to its anatomy before it is normalized, as nnU-Net crops to the non-zero region,
+so that what surrounds the anatomy changes neither its intensities nor what the network sees.
+
+The plan's `crop` (segnet.planning.planner decides it per dataset) is one of CROPS:
+- "body": the bounding box of the voxels brighter than the background: over each channel's non-zero
+  voxels, Otsu's threshold between the dark background and the rest; the connected parts above it
+  of at least KEPT_PART of the largest one's size (so that a few noise voxels over the threshold
+  do not stretch the box). For scans whose air is noise (magnitude MRI) or a constant (CT's
+  -1000): the same head gets the same box however much air the field of view holds, and so the
+  same z-scores and the same windows. The planner takes it where every labelled voxel of every
+  training case lies in its case's box;
+- "nonzero": nnU-Net's, the bounding box of the voxels non-zero in any channel: a zero-filled
+  border (a padded export, another reconstruction's field of view) is cut;
+- "none": the whole volume (runs planned before 2026-12-06).
+
+Training and prediction crop alike (MONAI's CropForegroundd in the loading chain, which Invertd
+undoes: a prediction is written on the image's whole grid, background outside the box). The box
+is found on a grid of at most MAX_VOXELS (every stride-th voxel, widened by a stride on each side
+where it was subsampled), so that finding it costs the same on any size of scan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from monai.transforms import CropForegroundd
+from scipy import ndimage
+from skimage.filters import threshold_otsu
+
+CROPS = ("none", "nonzero", "body")
+KEPT_PART = 0.01  # a connected part above the threshold counts if it has this share of the largest's voxels
+MAX_VOXELS = 2**23
+CLIPPED = (0.5, 99.5)  # percentiles each channel is clipped to before Otsu's threshold: outliers spread no histogram
+
+Box = tuple[list[int], list[int]]  # start, end (exclusive) along each spatial axis
+
+
+def crop_box(image: np.ndarray, crop: str) -> Box:
+    """Where `crop` (one of CROPS) cuts a channel-first image (C, *spatial); the whole volume where
+    nothing is found (an empty or constant scan)."""
+    spatial = image.shape[1:]
+    whole = ([0] * len(spatial), list(spatial))
+    if crop not in CROPS:
+        raise ValueError(f"crop must be one of {list(CROPS)}, got {crop!r}")
+    if crop == "none":
+        return whole
+    stride = max(1, math.ceil((math.prod(spatial) / MAX_VOXELS) ** (1 / len(spatial))))
+    coarse = np.asarray(image[(slice(None), *(slice(None, None, stride) for _ in spatial))])
+    mask = (coarse != 0).any(0) if crop == "nonzero" else body_mask(coarse)
+    if not mask.any():
+        return whole
+    start, end = [], []
+    for axis in range(mask.ndim):
+        filled = np.flatnonzero(mask.any(axis=tuple(a for a in range(mask.ndim) if a != axis)))
+        start.append(max(0, int(filled[0]) * stride - (stride - 1)))
+        end.append(min(spatial[axis], int(filled[-1]) * stride + stride))
+    return start, end
+
+
+def body_mask(image: np.ndarray) -> np.ndarray:
+    """The voxels of a channel-first image brighter than its background in any channel, in connected
+    parts of at least KEPT_PART of the largest part's size."""
+    mask = np.zeros(image.shape[1:], bool)
+    for channel in image:
+        values = channel[channel != 0]
+        if values.size == 0:
+            continue
+        values = np.clip(values, *np.percentile(values, CLIPPED))
+        if values.min() == values.max():
+            continue
+        mask |= channel > threshold_otsu(values)
+    parts, count = ndimage.label(mask)
+    if count == 0:
+        return mask
+    sizes = np.bincount(parts.ravel())[1:]
+    return np.isin(parts, np.flatnonzero(sizes >= KEPT_PART * sizes.max()) + 1)
+
+
+class InBox:
+    """MONAI's select_fn for CropForegroundd: a mask that is true in the crop's box."""
+
+    def __init__(self, crop: str):
+        self.crop = crop
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        start, end = crop_box(image.detach().cpu().numpy(), self.crop)
+        mask = torch.zeros((1, *image.shape[1:]), dtype=torch.bool)
+        mask[(slice(None), *(slice(s, e) for s, e in zip(start, end, strict=True)))] = True
+        return mask
+
+
+def crop_transform(keys: Sequence[str], crop: str | None) -> list:
+    """The loading chain's crop of `keys` to the box `crop` finds in the image (nothing for
+    "none" or None)."""
+    if crop in (None, "none"):
+        return []
+    if crop not in CROPS:
+        raise ValueError(f"crop must be one of {list(CROPS)}, got {crop!r}")
+    return [CropForegroundd(keys=list(keys), source_key="image", select_fn=InBox(crop), allow_smaller=True,
+                            start_coord_key=None, end_coord_key=None)]

@@ -1,0 +1,98 @@
+"""The crop before normalization (segnet.data.cropping): the box around the anatomy is the same
+however much air, noise or zero border surrounds it, and the planner takes the tightest rule
+that keeps every label."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from helpers.data import head_in_noise
+from segnet.data.cropping import crop_box
+from segnet.planning.fingerprint import label_margin
+from segnet.planning.planner import crop_rule
+
+
+@pytest.fixture(scope="module")
+def head() -> tuple[np.ndarray, np.ndarray]:
+    """A T1 head (2 slices) in a field of view of its scanner's noise."""
+    return head_in_noise()
+
+
+def air_of(image: np.ndarray, shape, seed: int) -> np.ndarray:
+    """Noise as the scanner's air: drawn from the image's own corner."""
+    return np.random.default_rng(seed).choice(image[:16, :16].ravel(), size=shape).astype(np.float32)
+
+
+def test_the_body_box_is_the_same_around_the_same_head_whatever_surrounds_it(head):
+    image, label = head
+    start, end = crop_box(image[None], "body")
+    inside = label > 0
+    assert all(np.flatnonzero(inside.any(axis=tuple(a for a in range(3) if a != axis)))[0] >= start[axis]
+               for axis in range(3))
+    box = tuple(slice(s, e) for s, e in zip(start, end, strict=True))
+    assert 0.1 < np.prod([e - s for s, e in zip(start, end, strict=True)]) / image.size < 0.5  # the air is cut
+    wide = air_of(image, (300, 280, 2), 1)
+    wide[50:242, 70:262] = image  # a wider field of view: more noise
+    zeros = np.pad(image, [(17, 9), (30, 4), (0, 0)])  # a zero-filled border
+    tight = image[box[0].start - 3: box[0].stop + 3, box[1].start - 3: box[1].stop + 3]  # cut near the head
+    for variant, offset in ((wide, (50, 70)), (zeros, (17, 30)), (tight, (3 - box[0].start, 3 - box[1].start))):
+        got_start, got_end = crop_box(variant[None], "body")
+        moved = [s + o for s, o in zip(start[:2], offset, strict=True)]
+        assert abs(np.array(got_start[:2]) - moved).max() <= 1 and got_start[2] == 0
+        assert abs(np.array(got_end[:2]) - [e + o for e, o in zip(end[:2], offset, strict=True)]).max() <= 1
+
+
+def test_the_nonzero_box_cuts_a_zero_border_and_nothing_else(head):
+    image, _ = head
+    padded = np.pad(image, [(6, 2), (0, 11), (0, 0)])
+    assert crop_box(padded[None], "nonzero") == ([6, 0, 0], [6 + image.shape[0], image.shape[1], 2])
+    assert crop_box(padded[None], "none") == ([0, 0, 0], list(padded.shape))
+
+
+def test_a_few_bright_noise_voxels_do_not_stretch_the_box(head):
+    image, _ = head
+    spiked = image.copy()
+    spiked[2, 3, 0] = spiked[188, 190, 1] = image.max()  # two hot voxels in the air's corners
+    assert crop_box(spiked[None], "body") == crop_box(image[None], "body")
+
+
+def test_a_scan_without_anatomy_keeps_its_whole_volume():
+    for flat in (np.zeros((1, 20, 30, 4)), np.full((1, 20, 30, 4), 7.0)):
+        for crop in ("nonzero", "body"):
+            assert crop_box(flat, crop) == ([0, 0, 0], [20, 30, 4])
+
+
+def test_a_large_scan_is_boxed_on_a_coarser_grid_that_never_cuts_it(monkeypatch):
+    import segnet.data.cropping as cropping
+
+    image = np.zeros((1, 64, 64, 32), np.float32)
+    image[0, 13:40, 21:50, 5:27] = 100.0 + np.random.default_rng(0).normal(0, 1, (27, 29, 22))
+    exact = crop_box(image, "body")
+    monkeypatch.setattr(cropping, "MAX_VOXELS", 64 * 64 * 32 // 27)  # every third voxel along each axis
+    coarse = crop_box(image, "body")
+    assert exact == ([13, 21, 5], [40, 50, 27])
+    assert all(c <= e for c, e in zip(coarse[0], exact[0], strict=True))  # never inside the exact box ...
+    assert all(c >= e for c, e in zip(coarse[1], exact[1], strict=True))
+    assert all(e - c <= 2 for c, e in zip(coarse[0], exact[0], strict=True))  # ... and at most a stride outside
+
+
+def test_the_plan_crops_to_the_body_only_where_unlabelled_anatomy_surrounds_every_label():
+    def case(body: float, nonzero: float) -> dict:
+        return {"crops": {"body": {"label_margin": body}, "nonzero": {"label_margin": nonzero}}}
+
+    assert crop_rule([case(0.12, math.inf), case(0.08, math.inf)]) == "body"
+    assert crop_rule([case(0.12, math.inf), case(0.01, math.inf)]) == "nonzero"  # one case's box is cut tight
+    assert crop_rule([case(0.12, 0.0), case(-0.02, 0.3)]) == "nonzero"
+    assert crop_rule([case(0.12, 0.2), case(-0.1, -0.01)]) == "none"  # a label where the image is zero
+
+
+def test_the_margin_is_measured_on_the_faces_that_cut_the_volume():
+    labelled = np.argwhere(np.pad(np.ones((4, 4, 3), bool), [(6, 10), (8, 8), (0, 0)]))  # (20, 20, 3) volume
+    assert label_margin(labelled, [2, 4, 0], [18, 16, 3], (20, 20, 3)) == pytest.approx(4 / 16)  # z: no cut
+    assert label_margin(labelled, [6, 0, 0], [20, 20, 3], (20, 20, 3)) == 0.0
+    assert label_margin(labelled, [7, 0, 0], [20, 20, 3], (20, 20, 3)) == pytest.approx(-1 / 13)
+    assert label_margin(labelled[:0], [7, 0, 0], [20, 20, 3], (20, 20, 3)) == math.inf
+    assert label_margin(labelled, [0, 0, 0], [20, 20, 3], (20, 20, 3)) == math.inf
