@@ -8,10 +8,11 @@ DATASET is a Decathlon (MSD) folder or an nnU-Net v2 raw folder. Needs the `peer
 
 Both tools are treated alike:
 1. The same cases: nnU-Net's raw layout is made by its own MSD converter (a Decathlon folder,
-   staged under DIR with the name and the empty imagesTs the converter wants), or the nnU-Net
-   folder is linked as it is; its splits_final.json is segnet's split of the dataset (the split
-   the dataset states, in its splits_final.json or dataset.json's validation list, else the same
-   5-fold KFold, seed 12345), so both train and validate on the same cases.
+   staged under DIR with the name and the empty imagesTs the converter wants, every labelled case
+   a training case), or the nnU-Net folder is linked as it is; its splits_final.json is segnet's
+   split of the dataset (the split the dataset states, in its splits_final.json or dataset.json's
+   validation list, else the same 5-fold KFold, seed 12345), so both train and validate on the
+   same cases.
 2. The same training time, loading and augmentation included: each tool first trains 2K steps
    and times the last K end to end (nnU-Net two epochs of K, the second timed, its validation
    iterations in it; segnet from one step's end to the next, the wait for data and device
@@ -119,7 +120,11 @@ def nnunet_raw(dataset: Path, output: Path) -> str:
     for folder in ("imagesTr", "labelsTr"):
         (staged / folder).symlink_to((dataset / folder).resolve(), target_is_directory=True)
     (staged / "imagesTs").mkdir()
-    (staged / "dataset.json").write_text(json.dumps({"test": [], **spec}))
+    # every labelled case is nnU-Net's training case (its converter takes all of imagesTr); a
+    # validation list the dataset states is segnet's split, which splits_final.json gives nnU-Net
+    labelled = len(describe_dataset(str(dataset)).labelled)
+    stated = {key: value for key, value in spec.items() if key != "validation"}
+    (staged / "dataset.json").write_text(json.dumps({"test": [], **stated, "numTraining": labelled}))
     convert_msd_dataset(str(staged), overwrite_target_id=DATASET_ID, num_processes=1)
     return target
 

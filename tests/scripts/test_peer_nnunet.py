@@ -75,3 +75,21 @@ def test_both_tools_train_for_the_budget_and_are_compared_on_the_same_cases(tmp_
 def test_a_dataset_that_states_its_split_is_compared_on_it(tmp_path):
     dataset = write_decathlon(tmp_path / "Task02_Stated", cases=4, validation=True)  # case_000 validates
     assert peer_nnunet.segnet_split(dataset) == [{"train": ["case_001", "case_002", "case_003"], "val": ["case_000"]}]
+
+
+def test_nnunet_checks_and_trains_the_split_a_dataset_states(tmp_path, monkeypatch):
+    dataset = write_decathlon(tmp_path / "Task03_Stated", cases=4, validation=True)  # case_000 validates
+    spec = json.loads((dataset / "dataset.json").read_text())
+    (dataset / "dataset.json").write_text(json.dumps({**spec, "numTraining": len(spec["training"])}))  # as MSD counts
+    for variable in ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results"):
+        monkeypatch.setenv(variable, str(tmp_path / variable))  # restored after the test, as the next two
+    monkeypatch.setenv("nnUNet_n_proc_DA", "1")
+    monkeypatch.setenv("nnUNet_def_n_proc", "1")
+    peer_nnunet.point_nnunet_at(tmp_path)
+    splits = peer_nnunet.segnet_split(dataset)
+    name = peer_nnunet.nnunet_raw(dataset, tmp_path)
+    peer_nnunet.nnunet_prepare(name, "2d", splits)  # nnU-Net's fingerprint and integrity check, its preprocessing
+    written = json.loads((tmp_path / "nnUNet_preprocessed" / name / "splits_final.json").read_text())
+    assert written == [{"train": ["case_001", "case_002", "case_003"], "val": ["case_000"]}]
+    raw = json.loads((tmp_path / "nnUNet_raw" / name / "dataset.json").read_text())
+    assert raw["numTraining"] == 4 and "validation" not in raw
