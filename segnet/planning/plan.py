@@ -243,9 +243,9 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     description = describe_dataset(str(data.root))
     plan = choose_plan(cfg, description, output_dir / PLANS_FILE)
     apply_plan(data, cfg.model, plan)
-    log.info("plan: %s orientation, spacing %s, patch %s, batch %s volume(s) x %s crop(s)", plan["orientation"],
-             data.spacing if data.spacing is not None else "as stored", list(data.patch_size), data.batch_size,
-             data.samples_per_volume)
+    log.info("plan: %s orientation, crop to the %s box, spacing %s, patch %s, batch %s volume(s) x %s crop(s)",
+             plan["orientation"], data.crop, data.spacing if data.spacing is not None else "as stored",
+             list(data.patch_size), data.batch_size, data.samples_per_volume)
     return plan
 
 
@@ -288,6 +288,7 @@ def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
         return None
     plan = make_plan(description, cfg)
     write_plan(plan, Path(cfg.output))
+    log.info("crop: to the %s box (%s)", plan["crop"], plan["crop_why"])
     for name, configuration in plan["configurations"].items():
         network = configuration.get("network")
         log.info("%s: spacing %s, patch %s, batch %d volume(s) x %d crop(s); %s", name, configuration["spacing"],

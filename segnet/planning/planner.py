@@ -281,15 +281,23 @@ def lowres_configuration(
             "why": why}
 
 
-def crop_rule(cases: Sequence[dict[str, Any]]) -> str:
-    """The crop (segnet.data.cropping) to plan: "body" where every case's labels stay at least
-    BODY_MARGIN of its box's extent inside the box (unlabelled anatomy around them: a head's skull and
-    scalp; a structure that fills the bright part of its scan, which the box would cut tight, gets
-    no body crop); else "nonzero" where every case's box holds its labels; else "none"."""
-    margins = [min(case["crops"][crop]["label_margin"] for case in cases) for crop in ("body", "nonzero")]
-    if margins[0] >= BODY_MARGIN:
-        return "body"
-    return "nonzero" if margins[1] >= 0 else "none"
+def crop_rule(cases: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """The crop (segnet.data.cropping) to plan, and why: "body" where every case's labels stay at
+    least BODY_MARGIN of its box's extent inside the box (unlabelled anatomy around them: a head's
+    skull and scalp; a structure that fills the bright part of its scans, which the box would cut
+    tight, gets no body crop); else "nonzero" where every case's box holds its labels; else "none"."""
+    def closest(crop: str) -> tuple[float, str]:
+        return min((case["crops"][crop]["label_margin"], case.get("name", "?")) for case in cases)
+
+    (body, name), (nonzero, other) = closest("body"), closest("nonzero")
+    if body >= BODY_MARGIN:
+        return "body", (f"every case's labels lie at least {BODY_MARGIN:.0%} of its body box inside it "
+                        f"(closest: {name}, {body:.1%})")
+    edge = f"{name}'s labels come within {body:.1%} of its body box's edge" if body >= 0 else \
+        f"{name}'s labels reach beyond its body box"
+    if nonzero >= 0:
+        return "nonzero", f"{edge}: the box of its non-zero voxels instead, nnU-Net's"
+    return "none", f"{edge}, and {other}'s beyond its non-zero box: the whole volume"
 
 
 def plan_dataset(
@@ -301,7 +309,7 @@ def plan_dataset(
     cases = fingerprint["cases"]  # 3D volumes all: the integrity check names any other
     if crop is not None and crop not in CROPS:
         raise ConfigError(f"data.crop={crop}; use one of {', '.join(CROPS)}, or null for the plan's choice")
-    crop = crop or crop_rule(cases)
+    crop, crop_why = (crop, "data.crop") if crop else crop_rule(cases)
     spacings = np.array([c["spacing"] for c in cases], np.float64)
     shapes = np.array([c["crops"][crop]["shape"] if crop != "none" else c["shape"] for c in cases], np.float64)
     ras_target = target_spacing(spacings, shapes)
@@ -348,6 +356,7 @@ def plan_dataset(
         "target_spacing": [_mm(s) for s in spacing],
         "median_shape": [round(float(s), 1) for s in median_shape],
         "crop": crop,
+        "crop_why": crop_why,
         "budget": {"device": budget.device, "memory_gb": budget.memory_gb, "step_gflops": budget.step_gflops},
         "normalization": normalization_plan(description.channel_names, fingerprint["foreground_intensities"],
                                             [c["nonzero_share"] for c in cases]),

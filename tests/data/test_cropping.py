@@ -80,13 +80,15 @@ def test_a_large_scan_is_boxed_on_a_coarser_grid_that_never_cuts_it(monkeypatch)
 
 
 def test_the_plan_crops_to_the_body_only_where_unlabelled_anatomy_surrounds_every_label():
-    def case(body: float, nonzero: float) -> dict:
-        return {"crops": {"body": {"label_margin": body}, "nonzero": {"label_margin": nonzero}}}
+    def case(name: str, body: float, nonzero: float) -> dict:
+        return {"name": name, "crops": {"body": {"label_margin": body}, "nonzero": {"label_margin": nonzero}}}
 
-    assert crop_rule([case(0.12, math.inf), case(0.08, math.inf)]) == "body"
-    assert crop_rule([case(0.12, math.inf), case(0.01, math.inf)]) == "nonzero"  # one case's box is cut tight
-    assert crop_rule([case(0.12, 0.0), case(-0.02, 0.3)]) == "nonzero"
-    assert crop_rule([case(0.12, 0.2), case(-0.1, -0.01)]) == "none"  # a label where the image is zero
+    assert crop_rule([case("a", 0.12, math.inf), case("b", 0.08, math.inf)])[0] == "body"
+    crop, why = crop_rule([case("a", 0.12, math.inf), case("b", 0.01, math.inf)])  # b's box is cut tight
+    assert crop == "nonzero" and why.startswith("b's labels come within 1.0% of its body box's edge")
+    assert crop_rule([case("a", 0.12, 0.0), case("b", -0.02, 0.3)])[0] == "nonzero"
+    crop, why = crop_rule([case("a", 0.12, 0.2), case("b", -0.1, -0.01)])  # a label where the image is zero
+    assert crop == "none" and "b's beyond its non-zero box" in why
 
 
 def test_the_margin_is_measured_on_the_faces_that_cut_the_volume():

@@ -65,7 +65,7 @@ def test_a_zero_border_moves_no_tissue_to_other_z_scores(tmp_path):
         write_case(tmp_path / "T1", name, [volume], labels, affine_for(SPACING, "RAS", volume.shape))
     description = describe_dataset(str(write_dataset_json(tmp_path / "T1", "decathlon", CLASS_NAMES, ["T1"], names)))
     fingerprint = dataset_fingerprint(description)
-    crop = crop_rule(fingerprint["cases"])
+    crop, _ = crop_rule(fingerprint["cases"])
     assert crop != "none"
     normalization = normalization_plan(["T1"], [{}], [c["nonzero_share"] for c in fingerprint["cases"]])
     medians = []
