@@ -14,10 +14,12 @@ from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.generated.brain import CLASS_NAMES, Scanner, brain_case, draw_scanner
 from segnet.generated.phantom import affine_for, write_case, write_dataset_json
 from segnet.planning.fingerprint import nonzero_share
-from segnet.planning.planner import crop_rule
+from segnet.planning.planner import Budget, plan_dataset
 from segnet.planning.record import dataset_fingerprint
 
 SHAPE, SPACING = (96, 96, 3), (1.0, 1.0, 4.0)
+MODEL = {"channels": [8, 16], "strides": [2], "num_res_units": 1, "norm": "instance", "act": "prelu",
+         "edge_placement": ["input", "skips"], "stem": "conv"}
 QUIET = Scanner(gain=10.0, noise=0.01, magnitude=True)  # |noise| rounds to 0 in the air
 NOISY = Scanner(gain=1000.0, noise=0.05, magnitude=True)
 
@@ -64,10 +66,9 @@ def test_a_zero_border_moves_no_tissue_to_other_z_scores(tmp_path):
                                       strict=True):
         write_case(tmp_path / "T1", name, [volume], labels, affine_for(SPACING, "RAS", volume.shape))
     description = describe_dataset(str(write_dataset_json(tmp_path / "T1", "decathlon", CLASS_NAMES, ["T1"], names)))
-    fingerprint = dataset_fingerprint(description)
-    crop, _ = crop_rule(fingerprint["cases"])
+    plan = plan_dataset(description, dataset_fingerprint(description), MODEL, Budget(1.0), 2)
+    crop, normalization = plan["crop"], plan["normalization"]
     assert crop != "none"
-    normalization = normalization_plan(["T1"], [{}], [c["nonzero_share"] for c in fingerprint["cases"]])
     medians = []
     for case in description.labelled:
         loaded = load_case(eval_transforms(True, normalization=normalization, crop=crop), case_dicts([case])[0])
