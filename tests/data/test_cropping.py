@@ -36,9 +36,12 @@ def test_the_body_box_is_the_same_around_the_same_head_whatever_surrounds_it(hea
     assert 0.1 < np.prod([e - s for s, e in zip(start, end, strict=True)]) / image.size < 0.5  # the air is cut
     wide = air_of(image, (300, 280, 2), 1)
     wide[50:242, 70:262] = image  # a wider field of view: more noise
+    widest = air_of(image, (900, 900, 2), 2)
+    widest[200:392, 230:422] = image  # the head 0.3 % of it
     zeros = np.pad(image, [(17, 9), (30, 4), (0, 0)])  # a zero-filled border
     tight = image[box[0].start - 3: box[0].stop + 3, box[1].start - 3: box[1].stop + 3]  # cut near the head
-    for variant, offset in ((wide, (50, 70)), (zeros, (17, 30)), (tight, (3 - box[0].start, 3 - box[1].start))):
+    forms = ((wide, (50, 70)), (widest, (200, 230)), (zeros, (17, 30)), (tight, (3 - box[0].start, 3 - box[1].start)))
+    for variant, offset in forms:
         got_start, got_end = crop_box(variant[None], "body")
         moved = [s + o for s, o in zip(start[:2], offset, strict=True)]
         assert abs(np.array(got_start[:2]) - moved).max() <= 1 and got_start[2] == 0
