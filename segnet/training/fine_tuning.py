@@ -159,7 +159,7 @@ def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequenc
         shown = misfits[:8] + ([f"and {len(misfits) - 8} more"] if len(misfits) > 8 else [])
         raise ConfigError(f"model.init_from={path} does not fit this network: " + "; ".join(shown)
                           + ". Fine-tune with the model settings the checkpoint was trained with (model.channels, "
-                          "strides, edge_placement, ...); only the classes may differ")
+                          "stem, strides, edge_placement, ...); only the classes may differ")
     outputs = output_names(class_names, regions)
     rows = class_rows(output_names(source["class_names"], source_regions), outputs)
     fresh = [name for name in own if name not in weights]
