@@ -36,8 +36,9 @@ from segnet.planning.integrity import check_case, duplicates, raise_problems
 
 log = logging.getLogger(__name__)
 CHECK_CODE = ("segnet.data.dataset_json", "segnet.data.formats", "segnet.data.headers", "segnet.data.image_files",
-              "segnet.planning.integrity", "segnet.planning.fingerprint", "segnet.planning.record")
-CHECK_LIBRARIES = ("monai", "nibabel", "numpy", "PIL", "tifffile")
+              "segnet.data.cropping", "segnet.planning.integrity", "segnet.planning.fingerprint",
+              "segnet.planning.record")
+CHECK_LIBRARIES = ("monai", "nibabel", "numpy", "PIL", "tifffile", "scipy", "skimage")
 RECORD = "fingerprint.json"
 
 

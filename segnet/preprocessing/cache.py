@@ -42,7 +42,7 @@ FOREGROUND_SAMPLES = 10_000  # voxels kept per class for foreground-aware crops 
 # What the arrays are made by: its source and these libraries' versions are in the cache's key.
 LOADING_CODE = ("segnet.data.transforms", "segnet.data.image_files", "segnet.data.normalization",
                 "segnet.data.cropping", "segnet.preprocessing.preprocess", "segnet.preprocessing.cache")
-LOADING_LIBRARIES = ("monai", "nibabel", "numpy", "torch", "PIL", "tifffile")
+LOADING_LIBRARIES = ("monai", "nibabel", "numpy", "torch", "PIL", "tifffile", "scipy", "skimage")
 
 
 def loading_plan(orientation: str, spacing: Sequence[float] | None, normalization: Sequence[dict] | None,
