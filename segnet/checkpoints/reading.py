@@ -19,9 +19,6 @@ class CheckpointError(ConfigError):
 
 
 NET = "net."  # the training module's name for the network: its weights' prefix in a checkpoint
-# Model settings added since segnet first saved checkpoints, as a checkpoint written before each was
-# trained: EdgeUNet's stem was MONAI's residual unit until model.stem existed (2026-12-06).
-EARLIER_MODEL = {"stem": "residual"}
 
 
 @contextlib.contextmanager
@@ -45,8 +42,5 @@ def read_checkpoint(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(checkpoint, dict):
         return {}, {}
-    model = checkpoint.get("hyper_parameters", {}).get("model")
-    if isinstance(model, dict):
-        checkpoint["hyper_parameters"]["model"] = {**EARLIER_MODEL, **model}
     state = checkpoint.get("state_dict", {})
     return checkpoint, {name.removeprefix(NET): value for name, value in state.items() if name.startswith(NET)}

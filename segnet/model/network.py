@@ -64,13 +64,12 @@ class EdgeUNet(nn.Module):
     puts Sharp U-Net's fixed filter on the skips instead of the edge layer, and
     ``edge_alpha_trainable=False`` keeps every edge layer's strengths at ``edge_alpha_init``.
 
-    The ``stem`` turns the (edge-enhanced) input into channels[0] features: "conv" is a convolution,
-    its normalization and activation, as nnU-Net's first layer, so that the features do not depend
-    on the input's intensity scale and offset within a window (normalized_stem);
-    "residual" is MONAI's residual unit, whose 1 x 1 projection passes the input's intensities on
-    unnormalized: the network then answers differently to the same anatomy at another scale, which
-    per-volume z-scores give a scan with more or less air around it (docs/performance.md, "Robust
-    on real scans"). Checkpoints from before 2026-12-06 hold a "residual" stem.
+    The ``stem`` turns the (edge-enhanced) input into channels[0] features: "residual" is MONAI's
+    residual unit, whose 1 x 1 projection passes the input's intensities on unnormalized; "conv"
+    centres the window, convolves, normalizes and activates, as nnU-Net's first layer, so that the
+    features are the same for the input at any intensity scale and offset (normalized_stem). On the
+    heads ablation "conv" helped without the crop to the anatomy and not with it, so the default
+    stays "residual" (docs/performance.md, "Robust on real scans").
 
     ``encoder_blocks[i]`` residual units make encoder level i (the first of each strided, at
     least one; a longer list is cut to the levels): more of them deepen the encoder alone, as in
@@ -101,7 +100,7 @@ class EdgeUNet(nn.Module):
         skip_layer: str = "edge",
         deep_supervision: bool = False,
         encoder_blocks: Sequence[int] | None = None,
-        stem: str = "conv",
+        stem: str = "residual",
         edge_backend: str = "auto",
     ):
         super().__init__()

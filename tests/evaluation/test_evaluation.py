@@ -272,9 +272,7 @@ def test_model_generalizes_to_a_scanner_it_was_not_trained_on(tmp_path):
                           "model.channels=[8,16,32]",
                           "model.strides=[2,2]", *TINY_TRAINER[:1], "trainer.max_epochs=25",
                           "trainer.check_val_every_n_epoch=25", "trainer.enable_model_summary=false",
-                          # at this budget the unseen scanner's score moves with the seed by up to 0.15
-                          # (seed 0 fails with the conv stem, seed 1 with MONAI's residual one)
-                          "callbacks.progress_bar.refresh_rate=0", "seed=1"], output_dir=run))
+                          "callbacks.progress_bar.refresh_rate=0"], output_dir=run))
     model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
     scores = {}
     for name, root in (("seen", seen), ("unseen", unseen)):

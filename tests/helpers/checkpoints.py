@@ -20,7 +20,7 @@ from segnet.model.network import build_network
 MODEL_3D = {"spatial_dims": 3, "in_channels": 1, "out_channels": 3, "channels": [8, 16], "strides": [2],
             "num_res_units": 1, "encoder_blocks": None, "norm": "instance", "act": "prelu", "dropout": 0.0,
             "edge_placement": ["input", "skips"], "edge_alpha_init": 0.1, "edge_alpha_trainable": True,
-            "skip_layer": "edge", "deep_supervision": False, "stem": "conv", "init_from": None}
+            "skip_layer": "edge", "deep_supervision": False, "init_from": None}
 
 
 def run_data(class_names: Sequence[str] = CLASS_NAMES, channels: Sequence[str] = ("MRI",),

@@ -25,7 +25,7 @@ FIELD = (192, 192)
 MODEL = {"spatial_dims": 2, "in_channels": 1, "out_channels": 3, "channels": [8, 16, 32], "strides": [2, 2],
          "num_res_units": 1, "encoder_blocks": None, "norm": "instance", "act": "prelu", "dropout": 0.0,
          "edge_placement": ["input", "skips"], "edge_alpha_init": 0.1, "edge_alpha_trainable": True,
-         "skip_layer": "edge", "deep_supervision": False, "stem": "conv"}
+         "skip_layer": "edge", "deep_supervision": False, "stem": "residual"}
 
 
 def plan(crop: str) -> dict:
@@ -66,7 +66,7 @@ def scans(tmp_path_factory) -> Scans:
 def label_maps(scans: Scans, crop: str, out) -> dict[str, np.ndarray]:
     """Each form's label map on the stored field's grid inside the head's box, from one network with
     random weights that loads as `crop` says."""
-    torch.manual_seed(7)  # a network whose label map in the head holds all three classes
+    torch.manual_seed(4)  # a network whose label map in the head holds all three classes
     model = TrainedModel(build_network(MODEL, "python"), plan(crop), {"roi_size": [64, 64], "sw_batch_size": 4,
                                                                        "overlap": 0.5}, torch.device("cpu"))
     writer = PredictionWriter(Predictor([model], tta=False), out)

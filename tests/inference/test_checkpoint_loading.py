@@ -68,15 +68,3 @@ def test_evaluation_predicts_under_the_autocast_the_model_trained_with(tmp_path)
     assert probabilities.shape == (3, 32, 32)
     assert seen == [(True, torch.bfloat16)]
 
-
-def test_a_checkpoint_from_before_the_stem_setting_loads_with_the_stem_it_was_trained_with(tmp_path):
-    from helpers.checkpoints import MODEL_3D, run_data, write_checkpoint
-
-    earlier = {key: value for key, value in MODEL_3D.items() if key != "stem"}  # its settings had no stem
-    saved = write_checkpoint(tmp_path / "old.ckpt", {**earlier, "stem": "residual"}, run_data())
-    checkpoint = torch.load(tmp_path / "old.ckpt", weights_only=True)
-    checkpoint["hyper_parameters"]["model"] = earlier
-    torch.save(checkpoint, tmp_path / "old.ckpt")
-    model = load_checkpoint(tmp_path / "old.ckpt", backend="python")
-    assert all(torch.equal(value, saved[name]) for name, value in model.net.state_dict().items())
-    assert "stem.residual.weight" in saved

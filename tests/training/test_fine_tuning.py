@@ -23,8 +23,7 @@ from segnet.training.train import train
 
 MODEL = {"spatial_dims": 2, "in_channels": 1, "out_channels": 3, "channels": [8, 16], "strides": [2],
          "num_res_units": 1, "norm": "instance", "act": "prelu", "dropout": 0.0, "edge_placement": ["input", "skips"],
-         "edge_alpha_init": 0.1, "edge_alpha_trainable": True, "skip_layer": "edge", "stem": "conv",
-         "init_from": None}
+         "edge_alpha_init": 0.1, "edge_alpha_trainable": True, "skip_layer": "edge", "init_from": None}
 
 
 def saved_network(path, class_names=CLASS_NAMES, **changed) -> dict[str, torch.Tensor]:
