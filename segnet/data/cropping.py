@@ -4,12 +4,12 @@ so that what surrounds the anatomy changes neither its intensities nor what the 
 The plan's `crop` (segnet.planning.planner decides it per dataset) is one of CROPS:
 - "body": the bounding box of the voxels brighter than the background: over each channel's non-zero
   voxels (clipped above their CLIPPED_ABOVE percentile), Otsu's threshold between the dark
-  background and the rest; the connected parts above it
-  of at least KEPT_PART of the largest one's size (so that a few noise voxels over the threshold
-  do not stretch the box). For scans whose air is noise (magnitude MRI) or a constant (CT's
-  -1000): the same head gets the same box however much air the field of view holds, and so the
-  same z-scores and the same windows. The planner takes it where every labelled voxel of every
-  training case lies in its case's box;
+  background and the rest; the connected parts above it of at least KEPT_PART of the largest
+  one's size (so that a few noise voxels over the threshold do not stretch the box). For scans
+  whose air is noise (magnitude MRI) or a constant (CT's -1000): the same head gets the same box
+  however much air the field of view holds, and so the same z-scores and the same windows. The
+  planner takes it where every training case's labels lie well inside their box
+  (segnet.planning.planner.crop_rule);
 - "nonzero": nnU-Net's, the bounding box of the voxels non-zero in any channel: a zero-filled
   border (a padded export, another reconstruction's field of view) is cut;
 - "none": the whole volume (runs planned before 2026-12-06).
