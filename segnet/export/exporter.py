@@ -12,7 +12,7 @@ library), nothing from segnet/, Hydra, Lightning or MONAI:
     net = torch._inductor.aoti_load_package("model.pt2")  # format=aoti
     net = torch.export.load("model.pt2").module()         # format=exported_program
 
-Next to the package, model.json carries what prediction needs: the plan (orientation, spacing,
+Next to the package, model.json carries what prediction needs: the plan (orientation, crop, spacing,
 normalization), class names, spatial mode, input channels, the stride, and the inference
 settings.
 """

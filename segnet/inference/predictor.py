@@ -3,11 +3,11 @@
 One checkpoint or several (an ensemble, e.g. the five folds: their softmax averaged, or for
 region-based labels their sigmoids, turned into a label map by the regions' class order), flip
 test-time augmentation over the model's own spatial axes, under the autocast the model trained
-with. Each image is loaded as in training (the plan stored in the checkpoint: orientation,
-spacing, normalization), predicted whole, and mapped back to its own voxel grid and affine by
-inverting the loading transforms: the label map (uint8, in the image's format: a NIfTI with the
-image's affine, a PNG of the image's size; see segnet.data.image_files) and, on request, the
-class probabilities (.npz).
+with. Each image is loaded as in training (the plan stored in the checkpoint: orientation, the
+crop to the anatomy, spacing, normalization), predicted whole, and mapped back to its own voxel
+grid and affine by inverting the loading transforms: the label map (uint8, in the image's format:
+a NIfTI with the image's affine, a PNG of the image's size; see segnet.data.image_files) and, on
+request, the class probabilities (.npz; outside the crop's box, background).
 
 An ensemble's models may come from several configurations (plans: a 2D and a 3D model, another
 spacing), as nnU-Net ensembles its configurations: the models of one configuration are averaged
@@ -33,6 +33,7 @@ from monai.data import MetaTensor
 from monai.transforms import Invertd
 
 from segnet.data.cascade_input import network_input, one_hot, previous_values
+from segnet.data.cropping import checked_crop
 from segnet.data.dataset_json import Case, image_stem
 from segnet.data.formats import IMAGE_ENDINGS
 from segnet.data.image_files import file_channels, label_ending, read_stamp, write_label
@@ -104,6 +105,11 @@ PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing", "crop", 
 SHARED_KEYS = ("class_names", "regions", "in_channels")  # what every model of an ensemble must agree on
 
 
+def plan_key(data: dict[str, Any]) -> str:
+    """Which configuration a model's data settings make it (a model whose plan named no crop crops nothing)."""
+    return json.dumps([checked_crop(data.get(key)) if key == "crop" else data.get(key) for key in PLAN_KEYS])
+
+
 @dataclass
 class Configuration:
     """The models of one plan: loaded alike, their probabilities averaged on the plan's grid."""
@@ -144,7 +150,7 @@ class Predictor:
                     )
         by_plan: dict[str, list[TrainedModel]] = {}
         for model in models:
-            by_plan.setdefault(json.dumps([model.data.get(key) for key in PLAN_KEYS]), []).append(model)
+            by_plan.setdefault(plan_key(model.data), []).append(model)
         self.configurations = [Configuration.of(members) for members in by_plan.values()]
         self.models = models
         self.tta = tta
@@ -244,7 +250,7 @@ class PredictionWriter:
                       for c, cascade in zip(predictor.configurations, cascades, strict=True)]
         values = previous_values(len(predictor.class_names), predictor.regions)
         self.load = CaseLoader(self.loads, cascades, dict(previous or {}), values)
-        # Back to the image's voxel grid: undo the loading transforms (spacing, orientation) on
+        # Back to the image's voxel grid: undo the loading transforms (spacing, crop, orientation) on
         # the class probabilities, interpolated linearly, and take the label map there, as
         # nnU-Net does: resampling a label map by nearest neighbour would make every boundary
         # of an upsampled prediction a staircase.
@@ -269,7 +275,12 @@ class PredictionWriter:
             run = functools.partial(self.restored_on, restore, item, inferred)
             restored = on_device_or_host(run, inferred.device, tuple(inferred.shape[1:]))
             total = restored if total is None else total + restored.to(total.device)
-        return (total / len(self.predictor.configurations)).cpu().numpy()
+        mean = total / len(self.predictor.configurations)
+        if self.predictor.regions is None:
+            # Undoing the crop to the anatomy pads every channel with zeros; softmax probabilities
+            # stay a distribution, so what lies outside the box is background (as nnU-Net fills it)
+            mean[0] += 1 - mean.sum(0)
+        return mean.cpu().numpy()
 
     @staticmethod
     def restored_on(restore: Invertd, item: dict, inferred: torch.Tensor, device: torch.device | None) -> torch.Tensor:

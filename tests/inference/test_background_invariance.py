@@ -63,13 +63,17 @@ def scans(tmp_path_factory) -> Scans:
     return Scans(files, (slice(top, bottom), slice(left, right)), label)
 
 
-def label_maps(scans: Scans, crop: str, out) -> dict[str, np.ndarray]:
-    """Each form's label map on the stored field's grid inside the head's box, from one network with
-    random weights that loads as `crop` says."""
+def writer_of(crop: str, out: Path, save_probabilities: bool = False) -> PredictionWriter:
+    """A prediction writer of one network with random weights that loads as `crop` says."""
     torch.manual_seed(4)  # a network whose label map in the head holds all three classes
     model = TrainedModel(build_network(MODEL, "python"), plan(crop), {"roi_size": [64, 64], "sw_batch_size": 4,
                                                                        "overlap": 0.5}, torch.device("cpu"))
-    writer = PredictionWriter(Predictor([model], tta=False), out)
+    return PredictionWriter(Predictor([model], tta=False), out, save_probabilities=save_probabilities)
+
+
+def label_maps(scans: Scans, crop: str, out) -> dict[str, np.ndarray]:
+    """Each form's label map on the stored field's grid inside the head's box."""
+    writer = writer_of(crop, out)
     maps = {}
     for name, (file, (row, column)) in scans.files.items():
         predicted = writer.run_case(Case(name, (str(file),), None)).label_map
@@ -92,3 +96,22 @@ def test_without_the_crop_the_air_around_the_head_changes_its_label_map(scans, t
     maps = label_maps(scans, "none", tmp_path)
     agreement = [(maps[name] == maps["stored"]).mean() for name in ("wide noise", "zero border", "cut close")]
     assert max(agreement) < 0.95
+
+
+def test_outside_the_box_the_saved_probabilities_are_background(scans, tmp_path):
+    file, (row, column) = scans.files["wide noise"]
+    writer_of("body", tmp_path, save_probabilities=True).run_case(Case("wide", (str(file),), None))
+    probabilities = np.load(tmp_path / "wide.npz")["probabilities"]
+    assert probabilities.shape[1:3] == (300, 280)
+    np.testing.assert_allclose(probabilities.sum(0), 1, atol=1e-5)  # a distribution in every voxel
+    outside = probabilities[:, :row + scans.head[0].start]  # the rows above the head's box
+    assert (outside[0] == 1).all() and (outside[1:] == 0).all()
+
+
+def test_a_model_whose_plan_named_no_crop_is_one_configuration_with_one_that_crops_nothing():
+    older = {key: value for key, value in plan("none").items() if key != "crop"}  # its checkpoint has no crop
+    network = build_network(MODEL, "python")
+    models = {crop: TrainedModel(network, data, {"roi_size": [64, 64]}, torch.device("cpu"))
+              for crop, data in (("unset", older), ("none", plan("none")), ("body", plan("body")))}
+    assert len(Predictor([models["unset"], models["none"]]).configurations) == 1
+    assert len(Predictor([models["unset"], models["body"]]).configurations) == 2
