@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 
 from segnet.checkpoints.paths import one_checkpoint
 from segnet.checkpoints.reading import refusing_unsafe
+from segnet.data.samples import FOREGROUND_SHARE
 from segnet.errors import ConfigError
 from segnet.model.loss_terms import effective_loss
 
@@ -80,6 +81,11 @@ def flatten(section: Any, prefix: str) -> dict[str, Any]:
     return {key: value for name, part in section.items() for key, value in flatten(part, f"{prefix}.{name}").items()}
 
 
+# Settings a newer segnet records, as an older one worked without them: its stem, no crop to the
+# anatomy, two thirds of the crops on the foreground
+IMPLIED = {"model.stem": "residual", "data.crop": "none", "data.foreground_share": FOREGROUND_SHARE}
+
+
 def as_saved_now(saved: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's settings with what a newer segnet records and an older one implied: the plan's
     configuration of a run that only recorded its spatial dims."""
@@ -96,6 +102,7 @@ def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     current = {**current, "loss": effective_loss(current["loss"])}
     before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}
     now = {k: v for s in SECTIONS for k, v in flatten(current[s], s).items()}
+    before |= {key: value for key, value in IMPLIED.items() if key not in before and key in now}
     missing = object()
     return [f"{key}: {str(before.get(key, 'unset'))[:60]} there, {str(now.get(key, 'unset'))[:60]} now"
             for key in sorted(before.keys() | now.keys())

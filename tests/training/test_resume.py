@@ -396,3 +396,15 @@ def test_a_run_of_an_older_segnet_resumes_without_its_configuration_recorded():
     assert differences(older, now) == []  # the configuration it trained was its spatial dims'
     lowres = {**sections, "data": {**now["data"], "configuration": "3d_lowres"}}
     assert differences(older, lowres) == ["data.configuration: 3d there, 3d_lowres now"]
+
+
+def test_a_run_from_before_the_stem_the_crop_and_the_share_were_settings_resumes_as_it_trained():
+    from segnet.training.resume import differences
+
+    sections = {"optim": {"lr": 0.001}, "loss": {"dice_ce": {"weight": 1.0}}, "inference": {"overlap": 0.5}}
+    older = {**sections, "model": {"channels": [8, 16]}, "data": {"spatial_dims": 2, "configuration": "2d"}}
+    now = {**sections, "model": {"channels": [8, 16], "stem": "residual"},
+           "data": {"spatial_dims": 2, "configuration": "2d", "crop": "none", "foreground_share": 2 / 3}}
+    assert differences(older, now) == []
+    changed = {**now, "model": {**now["model"], "stem": "conv"}, "data": {**now["data"], "crop": "body"}}
+    assert differences(older, changed) == ["data.crop: none there, body now", "model.stem: residual there, conv now"]
