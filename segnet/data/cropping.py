@@ -12,7 +12,7 @@ The plan's `crop` (segnet.planning.planner decides it per dataset) is one of CRO
   (segnet.planning.planner.crop_rule);
 - "nonzero": nnU-Net's, the bounding box of the voxels non-zero in any channel: a zero-filled
   border (a padded export, another reconstruction's field of view) is cut;
-- "none": the whole volume (runs planned before 2026-12-06).
+- "none": the whole volume (also what a run whose plan names no crop does).
 
 Training and prediction crop alike (MONAI's CropForegroundd in the loading chain, which Invertd
 undoes: a prediction is written on the image's whole grid, background outside the box). The box
@@ -31,14 +31,16 @@ from monai.transforms import CropForegroundd
 from scipy import ndimage
 from skimage.filters import threshold_otsu
 
+from segnet.errors import ConfigError
+
 CROPS = ("none", "nonzero", "body")
 KEPT_PART = 0.01  # a connected part above the threshold counts if it has this share of the largest's voxels
 MAX_VOXELS = 2**23
 # Each channel's values above this percentile are clipped before Otsu's threshold, so that a few
 # hot voxels spread no histogram. It is a percentile of the non-zero voxels, air included, so it
-# lies in the anatomy while that is more than about 0.2 % of them (a head in a 900 x 900 field);
-# at 99.5 it did not in a generated top of a head, 1.4 % of its field: the threshold fell into the
-# noise and the box took the whole field of view.
+# lies in the anatomy only while that is more than 100 - CLIPPED_ABOVE % of them: a lower one puts
+# the clip, and so the threshold, into the noise of a small head in a wide field of view (the box
+# then takes the whole field). 99.9 holds a head in a 900 x 900 field.
 CLIPPED_ABOVE = 99.9
 
 Box = tuple[list[int], list[int]]  # start, end (exclusive) along each spatial axis
@@ -49,9 +51,7 @@ def crop_box(image: np.ndarray, crop: str) -> Box:
     nothing is found (an empty or constant scan)."""
     spatial = image.shape[1:]
     whole = ([0] * len(spatial), list(spatial))
-    if crop not in CROPS:
-        raise ValueError(f"crop must be one of {list(CROPS)}, got {crop!r}")
-    if crop == "none":
+    if checked_crop(crop) == "none":
         return whole
     stride = max(1, math.ceil((math.prod(spatial) / MAX_VOXELS) ** (1 / len(spatial))))
     coarse = np.asarray(image[(slice(None), *(slice(None, None, stride) for _ in spatial))])
@@ -98,12 +98,19 @@ class InBox:
         return mask
 
 
+def checked_crop(crop: str | None) -> str:
+    """`crop` as loading applies it: one of CROPS, "none" for None (a plan that names no crop)."""
+    if crop is None:
+        return "none"
+    if crop not in CROPS:
+        raise ConfigError(f"data.crop={crop!r}: use one of {', '.join(CROPS)}, or null for the plan's choice")
+    return crop
+
+
 def crop_transform(keys: Sequence[str], crop: str | None) -> list:
     """The loading chain's crop of `keys` to the box `crop` finds in the image (nothing for
     "none" or None)."""
-    if crop in (None, "none"):
+    if checked_crop(crop) == "none":
         return []
-    if crop not in CROPS:
-        raise ValueError(f"crop must be one of {list(CROPS)}, got {crop!r}")
     return [CropForegroundd(keys=list(keys), source_key="image", select_fn=InBox(crop), allow_smaller=True,
                             start_coord_key=None, end_coord_key=None)]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,12 +48,13 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from segnet.data.cropping import CROPS
+from segnet.data.cropping import checked_crop
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.normalization import normalization_plan
-from segnet.errors import ConfigError
 from segnet.model.strides import total_strides
 from segnet.planning.network_shape import network_shape
+
+log = logging.getLogger(__name__)
 
 ANISOTROPY = 3.0
 # A CPU step's compute: make train's (16 crops of 96 x 96 through edge_unet, forward and backward).
@@ -281,15 +283,26 @@ def lowres_configuration(
             "why": why}
 
 
+def closest_labels(cases: Sequence[dict[str, Any]], crop: str) -> tuple[float, str]:
+    """The least label margin of `crop`'s boxes over the cases (segnet.planning.fingerprint), and whose."""
+    return min((case["crops"][crop]["label_margin"], case.get("name", "?")) for case in cases)
+
+
+def warn_of_cut_labels(cases: Sequence[dict[str, Any]], crop: str) -> None:
+    """A warning where data.crop cuts a case's labels, which then are neither trained on nor scored."""
+    margin, name = closest_labels(cases, crop)
+    if margin < 0:
+        log.warning("data.crop=%s cuts labels: %s's reach beyond its %s box, and the labelled voxels outside "
+                    "a box are neither trained on nor scored; data.crop=null plans a crop that keeps them",
+                    crop, name, crop)
+
+
 def crop_rule(cases: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """The crop (segnet.data.cropping) to plan, and why: "body" where every case's labels stay at
     least BODY_MARGIN of its box's extent inside the box (unlabelled anatomy around them: a head's
     skull and scalp; a structure that fills the bright part of its scans, which the box would cut
     tight, gets no body crop); else "nonzero" where every case's box holds its labels; else "none"."""
-    def closest(crop: str) -> tuple[float, str]:
-        return min((case["crops"][crop]["label_margin"], case.get("name", "?")) for case in cases)
-
-    (body, name), (nonzero, other) = closest("body"), closest("nonzero")
+    (body, name), (nonzero, other) = closest_labels(cases, "body"), closest_labels(cases, "nonzero")
     if body >= BODY_MARGIN:
         return "body", (f"every case's labels lie at least {BODY_MARGIN:.0%} of its body box inside it "
                         f"(closest: {name}, {body:.1%})")
@@ -307,9 +320,9 @@ def plan_dataset(
     """The plan of a dataset; `crop` (one of segnet.data.cropping's CROPS) where the run sets one,
     else crop_rule's."""
     cases = fingerprint["cases"]  # 3D volumes all: the integrity check names any other
-    if crop is not None and crop not in CROPS:
-        raise ConfigError(f"data.crop={crop}; use one of {', '.join(CROPS)}, or null for the plan's choice")
-    crop, crop_why = (crop, "data.crop") if crop else crop_rule(cases)
+    crop, crop_why = (checked_crop(crop), "data.crop") if crop is not None else crop_rule(cases)
+    if crop != "none":
+        warn_of_cut_labels(cases, crop)
     spacings = np.array([c["spacing"] for c in cases], np.float64)
     shapes = np.array([c["crops"][crop]["shape"] if crop != "none" else c["shape"] for c in cases], np.float64)
     ras_target = target_spacing(spacings, shapes)

@@ -5,14 +5,19 @@ that keeps every label."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from monai.data import MetaTensor
 
 from helpers.data import head_in_noise
-from segnet.data.cropping import crop_box
-from segnet.planning.fingerprint import label_margin
-from segnet.planning.planner import crop_rule
+from segnet.data.cropping import crop_box, crop_transform
+from segnet.data.dataset_json import Case, DatasetDescription
+from segnet.errors import ConfigError
+from segnet.planning.fingerprint import case_fingerprint, label_margin
+from segnet.planning.planner import crop_rule, warn_of_cut_labels
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +35,9 @@ def test_the_body_box_is_the_same_around_the_same_head_whatever_surrounds_it(hea
     image, label = head
     start, end = crop_box(image[None], "body")
     inside = label > 0
-    assert all(np.flatnonzero(inside.any(axis=tuple(a for a in range(3) if a != axis)))[0] >= start[axis]
-               for axis in range(3))
+    for axis in range(3):
+        labelled = np.flatnonzero(inside.any(axis=tuple(a for a in range(3) if a != axis)))
+        assert start[axis] <= labelled[0] and labelled[-1] < end[axis]
     box = tuple(slice(s, e) for s, e in zip(start, end, strict=True))
     assert 0.1 < np.prod([e - s for s, e in zip(start, end, strict=True)]) / image.size < 0.5  # the air is cut
     wide = air_of(image, (300, 280, 2), 1)
@@ -101,3 +107,35 @@ def test_the_margin_is_measured_on_the_faces_that_cut_the_volume():
     assert label_margin(labelled, [7, 0, 0], [20, 20, 3], (20, 20, 3)) == pytest.approx(-1 / 13)
     assert label_margin(labelled[:0], [7, 0, 0], [20, 20, 3], (20, 20, 3)) == math.inf
     assert label_margin(labelled, [0, 0, 0], [20, 20, 3], (20, 20, 3)) == math.inf
+
+
+def test_the_margin_leaves_out_the_ignore_label():
+    # the ignore label painted into the air is no label the box must keep
+    rng = np.random.default_rng(0)
+    image = np.full((40, 40, 4), 3.0, np.float32)  # air above zero: the non-zero box is the whole field
+    image[10:30, 10:30] = rng.normal(100, 5, (20, 20, 4))
+    label = np.zeros(image.shape, np.uint8)
+    label[15:25, 15:25] = 1
+    label[:4] = 2
+    description = DatasetDescription(Path("."), "decathlon", ("T1",), ("background", "brain"), (), None,
+                                     ignore_label=2)
+    loaded = {"image": MetaTensor(torch.from_numpy(image)), "label": MetaTensor(torch.from_numpy(label))}
+    entry, _ = case_fingerprint(Case("a", ("image",), "label"), loaded, description)
+    assert entry["crops"]["body"] == {"shape": [20, 20, 4], "label_margin": pytest.approx(5 / 20)}
+    assert entry["crops"]["nonzero"]["shape"] == [40, 40, 4]
+
+
+def test_a_crop_that_is_not_one_of_the_rules_is_refused_by_its_setting():
+    for crop in ("Body", "", "foreground"):
+        with pytest.raises(ConfigError, match=f"data.crop={crop!r}: use one of none, nonzero, body"):
+            crop_transform(["image"], crop)
+    assert crop_transform(["image"], None) == crop_transform(["image"], "none") == []
+
+
+def test_a_crop_set_by_hand_that_cuts_labels_is_warned_of(caplog):
+    cases = [{"name": "a", "crops": {"body": {"label_margin": 0.2}}},
+             {"name": "b", "crops": {"body": {"label_margin": -0.03}}}]
+    warn_of_cut_labels(cases[:1], "body")
+    assert not caplog.records
+    warn_of_cut_labels(cases, "body")
+    assert "b's reach beyond its body box" in caplog.text and "data.crop=null" in caplog.text
