@@ -58,11 +58,11 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
     entry = {"name": case.name, "spacing": spacing, "shape": shape,
              "class_voxels": [int(v) for v in counts[:values]]}
     images = [np.asarray(loaded[path]) for path in case.images]
-    entry["nonzero_share"] = nonzero_share(images, label.shape)
-    entry["crops"] = crops(images, label, np.asarray(loaded[case.images[0]].affine))
     foreground = label > 0
     if description.ignore_label is not None:
         foreground &= label != description.ignore_label
+    entry["nonzero_share"] = nonzero_share(images, label.shape)
+    entry["crops"] = crops(images, foreground, np.asarray(loaded[case.images[0]].affine))
     foreground = np.flatnonzero(foreground)
     rng = np.random.default_rng(case_seed(case.name))
     chosen = np.sort(rng.choice(foreground, size=min(SAMPLES_PER_CASE, foreground.size), replace=False))
@@ -75,17 +75,19 @@ def case_fingerprint(case: Case, loaded: dict[str, Any], description: DatasetDes
     return entry, np.stack(samples)
 
 
-def crops(images: Sequence[np.ndarray], label: np.ndarray, affine: np.ndarray) -> dict[str, dict[str, Any]]:
+def crops(images: Sequence[np.ndarray], foreground: np.ndarray, affine: np.ndarray) -> dict[str, dict[str, Any]]:
     """Per crop rule (segnet.data.cropping) but "none": the shape of its box (RAS axis order, as the
-    case's shape) and label_margin: how far inside the box its labelled voxels stay (label_margin)."""
-    channels = [image.reshape(*label.shape, -1) for image in images]  # a view where one file holds them all
+    case's shape) and label_margin: how far inside the box the `foreground` voxels (labelled, not
+    ignored) stay."""
+    shape = foreground.shape
+    channels = [image.reshape(*shape, -1) for image in images]  # a view where one file holds them all
     channel_first = np.moveaxis(channels[0] if len(channels) == 1 else np.concatenate(channels, axis=-1), -1, 0)
-    labelled = np.argwhere(label != 0)
+    labelled = np.argwhere(foreground)
     found = {}
     for crop in CROPS[1:]:
         start, end = crop_box(channel_first, crop)
         found[crop] = {"shape": ras_geometry(affine, [e - s for s, e in zip(start, end, strict=True)])[1],
-                       "label_margin": label_margin(labelled, start, end, label.shape)}
+                       "label_margin": label_margin(labelled, start, end, shape)}
     return found
 
 
