@@ -109,6 +109,10 @@ class PreprocessedCase:
         name = glob.escape(self.name)
         return [path for kind in DERIVED_MAPS for path in self.folder.glob(f"maps-*/{name}.{kind}[23]d.npy")]
 
+    def previous_files(self) -> list[Path]:
+        """This case's first-stage label maps (segnet.preprocessing.previous_maps) and their stamps."""
+        return list(self.folder.glob(f"previous-*/{glob.escape(self.name)}.previous.*"))
+
     def is_current(self, case: Case) -> bool:
         """Complete, and made from the case's sources as they are now."""
         try:
@@ -119,8 +123,8 @@ class PreprocessedCase:
     def write(self, sources: list[dict[str, Any]], image: np.ndarray, label: np.ndarray,
               properties: dict[str, Any], ignore_label: int | None = None) -> None:
         """The arrays, then the properties naming `sources` (their stamps from before they were read);
-        maps derived from an earlier label, by any code, go first."""
-        for path in self.map_files():
+        maps derived from an earlier label, and first-stage maps cut to the earlier image's box, go first."""
+        for path in [*self.map_files(), *self.previous_files()]:
             path.unlink(missing_ok=True)
         foreground = sample_foreground(label, self.name, ignore_label)
         for kind, array in (("image", image), ("label", label), ("foreground", foreground)):

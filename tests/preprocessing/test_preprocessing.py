@@ -98,12 +98,21 @@ def test_a_changed_plan_or_case_is_done_again(dataset, monkeypatch):
     other = preprocess(description, description.labelled, {**GEOMETRY, "spacing": [2.0, 2.0, 2.0]}, str(cache))
     assert len(built) == 3 and next(iter(other.values())).folder != next(iter(first.values())).folder
     built.clear()
+    cropped = preprocess(description, description.labelled, {**GEOMETRY, "crop": "nonzero"}, str(cache))
+    assert len(built) == 3 and next(iter(cropped.values())).folder != next(iter(first.values())).folder
+    built.clear()
     changed = description.labelled[1]
+    # a cascade's first-stage maps, cut to the image's box: the changed case's go with its old arrays
+    previous = {c.name: first[c.name].folder / "previous-x" / f"{c.name}.previous.npy" for c in description.labelled}
+    for path in previous.values():
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
     time.sleep(0.01)  # a new modification time even on coarse clocks
     image = np.asarray(nib.load(changed.images[0]).dataobj)
     nib.save(nib.Nifti1Image(image * 2, np.eye(4)), changed.images[0])
     redone = preprocess(description, description.labelled, GEOMETRY, str(cache))
     assert built == [changed.name]
+    assert [name for name, path in previous.items() if not path.exists()] == [changed.name]
     assert redone[changed.name].properties()["sources"][0]["size"] == os.stat(changed.images[0]).st_size
 
 
