@@ -8,11 +8,11 @@ among those the case holds, then one of its sampled voxels, nnU-Net's way, so sm
 seen as often as large ones), the rest anywhere; the patch stays inside the volume where it fits
 and is centred on a padded volume where it does not. A crop may be read with a margin around the
 patch (the device augmentation's rotations and scalings sample there); what lies outside the
-volume reads as zero. Maps derived
-from the label (segnet.preprocessing.maps), where a loss term asks for them, are cropped by the
-same box, and every crop carries its case's spacing (mm, of the preprocessed grid). A cascade's
-crop also carries its first stage's label map, cropped by the same box, one-hot and perturbed as
-nnU-Net perturbs it (segnet.data.cascade_input), before the augmentation moves it with the label.
+volume reads as zero. Maps derived from the label (segnet.preprocessing.maps), where a loss term
+asks for them, are cropped by the same box, and every crop carries its case's spacing (mm, of
+the preprocessed grid). A cascade's crop also carries its first stage's label map, cropped by the
+same box, one-hot and perturbed as nnU-Net perturbs it (segnet.data.cascade_input), before the
+augmentation moves it with the label.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from segnet.preprocessing.previous_maps import PreviousMaps
 
 if TYPE_CHECKING:  # scipy and scikit-image load where maps are made, not in every worker
     from segnet.preprocessing.maps import DerivedMaps
-
 
 
 def patch_start(size: int, patch: int, centre: int) -> int:

@@ -21,6 +21,7 @@ from monai.data import CacheDataset, list_data_collate
 from torch.utils.data import DataLoader
 
 from segnet.data.cascade_input import previous_values
+from segnet.data.cropping import checked_crop
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.regions import foreground_units
@@ -84,7 +85,8 @@ class FolderDataModule(L.LightningDataModule):
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
         # The dataset's plan (segnet.planning.plan, checked for integrity there, once for all ranks).
-        self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing, "crop": crop}
+        self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing,
+                         "crop": checked_crop(crop)}
 
     def prepare_data(self) -> None:
         # Once per job (global rank 0: the cache is meant for shared storage), before the other
