@@ -92,7 +92,8 @@ from segnet.preprocessing.cache import cache_folder, loading_plan
 from segnet.training.folder_data import FolderDataModule
 
 CLASS_NAMES = ("background", "structure_1", "structure_2", "structure_3")
-GEOMETRY = {"orientation": "RAS", "spacing": [1.0, 1.0, 1.0], "normalization": None}
+# loading as a plan of MRI heads loads: cropped to the body box (segnet.data.cropping) before normalizing
+GEOMETRY = {"orientation": "RAS", "spacing": [1.0, 1.0, 1.0], "normalization": None, "crop": "body"}
 BLOB_VOXELS = 16  # the random values' grid step before smoothing: blobs of about this size
 CACHE_DATASET, PREPROCESSED = "CacheDataset", "preprocessed cache"  # data.preprocessed=false, true
 COLD_CACHE, WARM_CACHE = f"{PREPROCESSED}: cold", f"{PREPROCESSED}: warm"
