@@ -93,6 +93,7 @@ def test_the_plan_crops_to_the_body_only_where_unlabelled_anatomy_surrounds_ever
         return {"name": name, "crops": {"body": {"label_margin": body}, "nonzero": {"label_margin": nonzero}}}
 
     assert crop_rule([case("a", 0.12, math.inf), case("b", 0.08, math.inf)])[0] == "body"
+    assert crop_rule([case("a", 0.12, math.inf), case("b", 0.048, math.inf)])[0] == "body"  # 1 slice of 21
     crop, why = crop_rule([case("a", 0.12, math.inf), case("b", 0.01, math.inf)])  # b's box is cut tight
     assert crop == "nonzero" and why.startswith("b's labels come within 1.0% of its body box's edge")
     assert crop_rule([case("a", 0.12, 0.0), case("b", -0.02, 0.3)])[0] == "nonzero"
