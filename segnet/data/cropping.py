@@ -4,8 +4,10 @@ so that what surrounds the anatomy changes neither its intensities nor what the 
 The plan's `crop` (segnet.planning.planner decides it per dataset) is one of CROPS:
 - "body": the bounding box of the voxels brighter than the background: over each channel's non-zero
   voxels (clipped above their CLIPPED_ABOVE percentile), Otsu's threshold between the dark
-  background and the rest; the connected parts above it of at least KEPT_PART of the largest
-  one's size (so that a few noise voxels over the threshold do not stretch the box). For scans
+  background and the rest; the voxels above it in the connected parts, above it too once the
+  channel is averaged over SMOOTHED voxels per axis, of at least KEPT_PART of the largest part's
+  size (so that neither a few noise voxels over the threshold nor the air of a low-SNR scan,
+  whose noise reaches the tissue's values, stretch the box). For scans
   whose air is noise (magnitude MRI) or a constant (CT's -1000): the same head gets the same box
   however much air the field of view holds, and so the same z-scores and the same windows. The
   planner takes it where every training case's labels lie well inside their box
@@ -42,6 +44,10 @@ MAX_VOXELS = 2**23
 # the clip, and so the threshold, into the noise of a small head in a wide field of view (the box
 # then takes the whole field). 99.9 holds a head in a 900 x 900 field.
 CLIPPED_ABOVE = 99.9
+# Voxels per axis each channel is averaged over before the body threshold: a low-SNR scan's air
+# (noise up to the tissue's values) otherwise crosses the threshold in parts as large as a
+# structure, and the box takes the whole field
+SMOOTHED = 3
 
 Box = tuple[list[int], list[int]]  # start, end (exclusive) along each spatial axis
 
@@ -67,9 +73,11 @@ def crop_box(image: np.ndarray, crop: str) -> Box:
 
 
 def body_mask(image: np.ndarray) -> np.ndarray:
-    """The voxels of a channel-first image brighter than its background in any channel, in connected
-    parts of at least KEPT_PART of the largest part's size."""
-    mask = np.zeros(image.shape[1:], bool)
+    """The voxels of a channel-first image brighter than its background in any channel, in the
+    connected parts (of the channels averaged over SMOOTHED voxels per axis) of at least KEPT_PART
+    of the largest part's size."""
+    above = np.zeros(image.shape[1:], bool)  # the voxels over the threshold
+    smoothed_above = np.zeros(image.shape[1:], bool)  # and where the channel averaged is: not the air's noise
     for channel in image:
         values = channel[channel != 0]
         if values.size == 0:
@@ -77,12 +85,16 @@ def body_mask(image: np.ndarray) -> np.ndarray:
         values = np.minimum(values, np.percentile(values, CLIPPED_ABOVE))
         if values.min() == values.max():
             continue
-        mask |= channel > threshold_otsu(values)
-    parts, count = ndimage.label(mask)
+        threshold = threshold_otsu(values)
+        above |= channel > threshold
+        smoothed_above |= ndimage.uniform_filter(channel.astype(np.float32), SMOOTHED) > threshold
+    parts, count = ndimage.label(smoothed_above)
     if count == 0:
-        return mask
+        return smoothed_above
     sizes = np.bincount(parts.ravel())[1:]
-    return np.isin(parts, np.flatnonzero(sizes >= KEPT_PART * sizes.max()) + 1)
+    kept = np.isin(parts, np.flatnonzero(sizes >= KEPT_PART * sizes.max()) + 1)
+    # the kept parts' own voxels, to their sharp edge, which the averaging blurred
+    return above & ndimage.binary_dilation(kept, iterations=SMOOTHED // 2)
 
 
 class InBox:

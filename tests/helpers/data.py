@@ -29,15 +29,17 @@ def sphere_case(shape=(20, 24, 16), center=None, radius=5, seed=0) -> tuple[np.n
 OBLIQUE_AFFINE = np.array([[0, 0, -2.5, 10], [-0.8, 0, 0, 5], [0, 1.2, 0, -3], [0, 0, 0, 1.0]])
 
 
-def head_in_noise(field: tuple[int, int] = (192, 192), slices: int = 2, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+def head_in_noise(field: tuple[int, int] = (192, 192), slices: int = 2, seed: int = 5,
+                  noise: float = 0.04) -> tuple[np.ndarray, np.ndarray]:
     """A T1 head (1 x 1 x 4 mm, segnet.generated.heads' anatomy) anywhere in a field of view of
-    `field` voxels, its air the noise of a magnitude image; (image, label)."""
+    `field` voxels, its air the noise of a magnitude image of `noise` (of the white matter's
+    signal); (image, label)."""
     from segnet.generated.brain import Scanner, render, tissue_shares
     from segnet.generated.heads import HEAD_VOXELS, SPACING, TOP_MM, embed
 
     state = np.random.RandomState(seed)
     shares = tissue_shares((HEAD_VOXELS, HEAD_VOXELS, slices), SPACING, state, top_mm=TOP_MM)
-    scanner = Scanner(gain=800.0, gamma=1.2, bias=0.2, noise=0.04, magnitude=True)
+    scanner = Scanner(gain=800.0, gamma=1.2, bias=0.2, noise=noise, magnitude=True)
     return render(embed(shares, field, np.random.RandomState(seed)), state, scanner)
 
 
