@@ -180,7 +180,8 @@ def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilitie
     assert all(np.isfinite(list(metrics["val_dice_per_class"].values())))
     distances = sorted((tmp_path / "cache").rglob("*.distance2d.npy"))
     if dims == 2:  # one channel per region, the ignored rows in none
-        assert len(distances) == 4 and np.load(distances[0]).shape == (3, 16, 16, 8)
+        image = np.load(distances[0].parent.parent / distances[0].name.replace("distance2d", "image"), mmap_mode="r")
+        assert len(distances) == 4 and np.load(distances[0]).shape == (3, *image.shape[1:])  # on the cached grid
         # segnet-postprocess decides a rule per region, in turn, and names each trial
         record = postprocess(compose_config([f"data.root={root}", f"runs=[{run}]", "tta=false", "op=python"],
                                             output_dir=tmp_path / "decided", name="postprocess"))
