@@ -222,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         steps[check.kind] = sorted(step_times)[len(step_times) // 2]
     this_run = {"date": datetime.date.today().isoformat(), "commit": commit(), "environment": environment(),
                 "checks": checks, "datasets": hashes, "step_seconds": steps, "scores": now}
-    table = [row for check in CHECKS for row in compare_with_record(now, (record or this_run)["scores"], check.kind)]
-    text = markdown(table, record or this_run, steps) + environment_note(record or this_run, this_run["environment"])
+    # --update over a record of other checks or datasets compares this run with itself: no pair to compare with
+    comparable = record is not None and record["checks"] == checks and record["datasets"] == hashes
+    baseline = record if comparable else this_run
+    table = [row for check in CHECKS for row in compare_with_record(now, baseline["scores"], check.kind)]
+    text = markdown(table, baseline, steps) + environment_note(baseline, this_run["environment"])
     print(text)
     out.mkdir(parents=True, exist_ok=True)
     (out / "accuracy.md").write_text(text)

@@ -83,6 +83,9 @@ def test_a_rerun_reproduces_the_record_and_a_planted_better_record_makes_it_wors
     assert accuracy_check.main(["--out", str(out), "--record", str(record)]) == 2
     record.write_text(json.dumps({**written, "checks": []}))
     assert accuracy_check.main(["--out", str(out), "--record", str(record)]) == 2
+    record.write_text(json.dumps({**written, "checks": [], "scores": []}))  # a record before a check was added
+    assert accuracy_check.main(["--out", str(out), "--record", str(record), "--update"]) == 0
+    assert json.loads(record.read_text())["checks"] == written["checks"]
 
 
 def test_a_record_made_elsewhere_is_named_under_the_table():
