@@ -7,11 +7,10 @@ The plan's `crop` (segnet.planning.planner decides it per dataset) is one of CRO
   background and the rest; the voxels above it in the connected parts, above it too once the
   channel is averaged over SMOOTHED voxels per axis, of at least KEPT_PART of the largest part's
   size (so that neither a few noise voxels over the threshold nor the air of a low-SNR scan,
-  whose noise reaches the tissue's values, stretch the box). For scans
-  whose air is noise (magnitude MRI) or a constant (CT's -1000): the same head gets the same box
-  however much air the field of view holds, and so the same z-scores and the same windows. The
-  planner takes it where every training case's labels lie well inside their box
-  (segnet.planning.planner.crop_rule);
+  whose noise reaches the tissue's values, stretch the box). For scans whose air is noise
+  (magnitude MRI) or a constant (CT's -1000): the same head gets the same box however much air
+  the field of view holds, and so the same z-scores and the same windows. The planner takes it
+  where every training case's labels lie well inside their box (segnet.planning.planner.crop_rule);
 - "nonzero": nnU-Net's, the bounding box of the voxels non-zero in any channel: a zero-filled
   border (a padded export, another reconstruction's field of view) is cut;
 - "none": the whole volume (also what a run whose plan names no crop does).
