@@ -41,16 +41,22 @@ def build_record(libraries: dict[str, str], cpu_flags: list[str], cuda_archs: st
     }
 
 
-def _gpu_covered(archs: str) -> bool:
-    """Whether code for one of `archs` ("8.0;9.0+PTX") runs on the visible GPU: native code for its
-    architecture, or PTX of an older one, which the driver compiles."""
-    major, minor = torch.cuda.get_device_capability()
+def gpu_covered(archs: str, capability: tuple[int, int]) -> bool:
+    """Whether code built for one of `archs` ("8.0;8.6;9.0a;9.0+PTX", TORCH_CUDA_ARCH_LIST's
+    spelling) runs on a GPU of `capability`. Native code for X.Y runs on every X.Z with Z >= Y (sm_80
+    code on an RTX 3090's 8.6); an arch-specific build ("9.0a") only on X.Y itself; a family build
+    ("10.0f") on its major's later minors; PTX on every later GPU, whose driver compiles it."""
     for entry in archs.replace(" ", ";").split(";"):
-        version = entry.removesuffix("+PTX")
+        version, ptx = entry.removesuffix("+PTX"), entry.endswith("+PTX")
         if not version:
             continue
-        arch = tuple(int(v) for v in version.split(".")[:2])
-        if arch == (major, minor) or (entry.endswith("+PTX") and arch <= (major, minor)):
+        suffix = version[-1] if version[-1] in "af" else ""
+        built = tuple(int(v) for v in version.removesuffix(suffix).split(".")[:2])
+        if suffix == "a":
+            runs = built == capability
+        else:
+            runs = built <= capability if ptx else (built[0] == capability[0] and built[1] <= capability[1])
+        if runs:
             return True
     return False
 
@@ -79,12 +85,12 @@ def shipped_library(kind: str, lib_dir: Path | None = None) -> ShippedChoice:
         return ShippedChoice(None, (
             f"{path.name} was built for CUDA {record['cuda']} but torch runs CUDA {running_cuda}: reinstall the "
             "wheel built for it, or let segnet build the op just in time (it does now)"), refused=True)
-    if kind == "cuda" and torch.cuda.is_available() and not _gpu_covered(record["cuda_archs"] or ""):
-        capability = "{}.{}".format(*torch.cuda.get_device_capability())
+    gpu = torch.cuda.get_device_capability() if kind == "cuda" and torch.cuda.is_available() else None
+    if gpu and not gpu_covered(record["cuda_archs"] or "", gpu):
         return ShippedChoice(None, (
-            f"{path.name} holds code for {record['cuda_archs']}, none of it for this GPU ({capability}): build a "
-            f"wheel with TORCH_CUDA_ARCH_LIST including {capability}, or let segnet build the op just in time "
-            "(it does now)"), refused=True)
+            f"{path.name} holds code for {record['cuda_archs']}, none of which runs on this GPU ({gpu[0]}.{gpu[1]}): "
+            f"build a wheel with TORCH_CUDA_ARCH_LIST including {gpu[0]}.{gpu[1]}, or let segnet build the op just in "
+            "time (it does now)"), refused=True)
     if kind == "cpu" and set(VECTOR_FLAGS) & set(record["cpu_flags"]) and \
             torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         return ShippedChoice(None, (

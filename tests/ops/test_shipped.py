@@ -98,3 +98,27 @@ def test_info_says_what_would_load_and_why():
     assert lines[cpu].startswith(("cpu: JIT cache: ", "cpu: JIT build: ")) and "segnet_ops_cpu" in lines[cpu]
     assert lines[cpu + 1] == "  why: no compiled library ships with this install (a checkout, or a wheel built " \
                              "without the op)"
+
+
+@pytest.mark.parametrize("archs, capability, runs", [
+    ("8.0", (8, 6), True),  # sm_80 code on an RTX 3090, A10, A40
+    ("8.0", (8, 9), True),  # and on an RTX 4090, L4, L40
+    ("8.6", (8, 0), False),  # never on an older minor
+    ("8.0", (9, 0), False),  # nor on another major
+    ("8.0+PTX", (9, 0), True),  # whose driver compiles the PTX
+    ("9.0a", (9, 0), True),
+    ("8.0;9.0a", (9, 1), False),  # arch-specific code runs on its own GPU only
+    ("10.0f", (10, 3), True),  # a family build on its later members
+    ("7.5 8.0", (8, 7), True),
+])
+def test_cuda_code_runs_on_the_gpus_its_architecture_covers(archs, capability, runs):
+    assert shipped.gpu_covered(archs, capability) is runs
+
+
+def test_a_cuda_library_for_an_older_minor_of_this_gpu_is_taken(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 6))
+    folder = shipped_record(tmp_path / "_lib", "cuda", cuda_archs="8.0")
+    assert shipped.shipped_library("cuda", folder).path == folder / "segnet_ops_cuda.so"
+    refused = shipped.shipped_library("cuda", shipped_record(tmp_path / "_lib7", "cuda", cuda_archs="7.0"))
+    assert refused.refused and "none of which runs on this GPU (8.6)" in refused.reason
