@@ -59,7 +59,9 @@ CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
 def find_cases(source: Path, in_channels: int) -> list[Case]:
     """The images under `source` (a folder, or one file), grouped into cases: nnU-Net's channel
     naming `{case}_0000.nii.gz`, `{case}_0001.nii.gz`, ... (a file holding several channels, an RGB
-    PNG say, counts them all) or, for one-channel models, any image files, one case each."""
+    PNG say, counts them all) or, for one-channel models, any image files, one case each. A
+    one-channel model reads the names as nnU-Net's only where every file ends in _0000: in a folder
+    of frame_0000.png, frame_0001.png, ... each file is a case of its own."""
     if not source.exists():
         raise ConfigError(f"input={source} does not exist; point it at a folder of images or one image file")
     files = [source] if source.is_file() else sorted(source.iterdir())
@@ -73,24 +75,33 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
     files = [p for p in files if image_stem(p) is not None]
     if not files:
         raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")
+    matches = [CHANNEL_FILE.match(image_stem(path)) for path in files]
+    by_channel = in_channels > 1 or all(match and match["channel"] == "0000" for match in matches)
     channels: dict[str, dict[int, Path]] = {}
-    for path in files:
-        match = CHANNEL_FILE.match(image_stem(path))
-        name, channel = (match["case"], int(match["channel"])) if match else (image_stem(path), 0)
-        channels.setdefault(name, {})[channel] = path
-    cases = []
-    for name, found in sorted(channels.items()):
-        files = [found[c] for c in range(len(found)) if c in found]
-        # a file per channel needs no header read; a file holding several (an RGB PNG) is counted
-        held = len(files) if len(files) == in_channels else sum(file_channels(path) for path in files)
-        if len(files) != len(found) or held != in_channels:
-            raise DatasetError(
-                f"case {name} in {source} has channel file(s) {sorted(found)} holding {held} channel(s) but the "
-                f"model takes {in_channels}: name them {name}_0000 .. {name}_{in_channels - 1:04d}, or give "
-                "one file holding them all"
-            )
-        cases.append(Case(name, tuple(str(path) for path in files), None))
-    return cases
+    for path, match in zip(files, matches, strict=True):
+        name, channel = (match["case"], int(match["channel"])) if by_channel and match else (image_stem(path), 0)
+        if channel in channels.setdefault(name, {}):
+            raise DatasetError(f"{channels[name][channel]} and {path} are both case {name}'s channel {channel}: keep "
+                               "one of them in the input folder")
+        channels[name][channel] = path
+    return [Case(name, tuple(map(str, channel_files(name, found, in_channels, source))), None)
+            for name, found in sorted(channels.items())]
+
+
+def channel_files(name: str, found: dict[int, Path], in_channels: int, source: Path) -> list[Path]:
+    """A case's files in channel order, once they hold the model's channels: a file per channel
+    (no header read), or files holding several (an RGB PNG), counted."""
+    files = [found[channel] for channel in sorted(found)]
+    fix = (f"name them {name}_0000 .. {name}_{in_channels - 1:04d}, one channel each, or give one file holding "
+           f"all {in_channels}")
+    if sorted(found) != list(range(len(found))):
+        raise DatasetError(f"case {name} in {source} has channel files numbered {sorted(found)}, not 0 to "
+                           f"{len(found) - 1}, and the model takes {in_channels} channel(s): {fix}")
+    held = len(files) if len(files) == in_channels else sum(file_channels(path) for path in files)
+    if held != in_channels:
+        raise DatasetError(f"case {name} in {source}: {', '.join(p.name for p in files)} hold {held} channel(s) but "
+                           f"the model takes {in_channels}: {fix}")
+    return files
 
 
 def label_map_of(probabilities: np.ndarray, regions: Regions | None) -> np.ndarray:

@@ -15,6 +15,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from helpers.commands import installed_command, run_command
 from helpers.training import compose_config, train_tiny_task
@@ -37,10 +38,31 @@ def test_cases_are_found_by_nnunet_channel_naming_or_one_file_each(tmp_path):
     assert [c.name for c in find_cases(tmp_path / "two" / "b_0000.nii.gz", 2)] == ["b"]  # one file: its case
     save_nifti(tmp_path / "plain" / "scan.nii.gz", image)
     assert [c.name for c in find_cases(tmp_path / "plain", 1)] == ["scan"]
-    with pytest.raises(DatasetError, match=r"case scan .* \[0\] holding 1 channel\(s\) but the model takes 2"):
+    with pytest.raises(DatasetError, match=r"case scan .*: scan.nii.gz hold 1 channel\(s\) but the model takes 2: "
+                                           r"name them scan_0000 .. scan_0001"):
         find_cases(tmp_path / "plain", 2)
+    save_nifti(tmp_path / "gap" / "c_0000.nii.gz", image)
+    save_nifti(tmp_path / "gap" / "c_0002.nii.gz", image)
+    with pytest.raises(DatasetError, match=r"case c .* channel files numbered \[0, 2\], not 0 to 1"):
+        find_cases(tmp_path / "gap", 2)
     with pytest.raises(ConfigError, match="does not exist"):
         find_cases(tmp_path / "nowhere", 1)
+
+
+def test_a_one_channel_model_reads_numbered_frames_as_cases_of_their_own(tmp_path):
+    for frame in range(3):
+        Image.fromarray(np.zeros((4, 4), np.uint8)).save(tmp_path / f"frame_{frame:04d}.png")
+    assert [c.name for c in find_cases(tmp_path, 1)] == ["frame_0000", "frame_0001", "frame_0002"]
+    (tmp_path / "frame_0001.png").unlink()
+    (tmp_path / "frame_0002.png").unlink()
+    assert [c.name for c in find_cases(tmp_path, 1)] == ["frame"]  # nnU-Net's naming: every file _0000
+
+
+def test_two_files_of_one_case_and_channel_are_refused(tmp_path):
+    save_nifti(tmp_path / "scan.nii.gz", np.zeros((4, 4, 4), np.float32))
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(tmp_path / "scan.png")
+    with pytest.raises(DatasetError, match=r"scan.nii.gz and .*scan.png are both case scan's channel 0: keep one"):
+        find_cases(tmp_path, 1)
 
 
 @pytest.mark.parametrize("num_parts", [1, 2, 3, 7])
