@@ -8,12 +8,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from segnet.data.input_check import check_inputs
 from segnet.evaluation.evaluation_arguments import evaluation_inputs
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
 from segnet.inference.loading import load_for_inference, run_folder
-from segnet.inference.predict import check_headers
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.topology_metrics import topology_classes
 
@@ -26,7 +26,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     check_compatible(model, description, checkpoint)
     run_splits = run_folder(checkpoint) / "splits.json"
     cases = select_cases(description, cfg.data.split, model.data, run_splits)
-    check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
+    check_inputs(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
     output_dir = Path(cfg.paths.output_dir)
     rules = rules_for(cfg.postprocessing, [run_folder(checkpoint)])
     origin = rules_origin(rules_files(cfg.postprocessing, [run_folder(checkpoint)]), [case.name for case in cases])
@@ -36,7 +36,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
     topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
-    previous = first_stage_maps(model.data.get("previous_stage"), cases, output_dir, cfg.device,
+    previous = first_stage_maps(model.data.get("previous_stage"), cases, output_dir, cfg.device, cfg.op.backend,
                                 int(cfg.num_workers), description)
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
                         rules=rules, topology=topology, previous=previous).run(cases, int(cfg.num_workers))

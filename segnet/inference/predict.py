@@ -8,9 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from segnet.data.dataset_json import Case
-from segnet.data.headers import header_problem
-from segnet.errors import DatasetError
+from segnet.data.input_check import check_inputs
 from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
 from segnet.inference.exported import load_exported, metadata_path
@@ -55,28 +53,18 @@ def model_files(cfg: DictConfig) -> list[Path]:
     return packages(cfg) or model_paths(cfg)
 
 
-def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str = "predicted") -> None:
-    """Every input scan's (and label's) header, before anything is read or written: one line per
-    bad file."""
-    problems = [problem for case in cases for path in case.files
-                if (problem := header_problem(path, max_voxels, channels if case.images == (path,) else None,
-                                              label=path == case.label))]
-    if problems:
-        raise DatasetError(f"{len(problems)} input scan(s) cannot be {task}, nothing was written:\n"
-                           + "\n".join(problems))
-
-
 def predict(cfg: DictConfig) -> list[Prediction]:
     check_prediction_arguments(cfg)
     models = load_models(cfg)
     predictor = Predictor(models, tta=bool(cfg.tta))
     cases = part_of(find_cases(Path(cfg.input), predictor.in_channels), cfg.num_parts, cfg.part_id)
-    check_headers(cases, int(cfg.max_voxels), predictor.in_channels)
+    cases = check_inputs(cases, int(cfg.max_voxels), predictor.in_channels, skip_broken=bool(cfg.skip_broken))
     folders = model_folders(cfg)
     rules = rules_for(cfg.postprocessing, folders)
     record = model_record(model_files(cfg), predictor, rules, rules_files(cfg.postprocessing, folders))
     # a cascade's first stage predicts every case first, into <output>/previous_stage/
-    previous = first_stage_maps(predictor.previous_stage, cases, Path(cfg.output), cfg.device, int(cfg.num_workers))
+    previous = first_stage_maps(predictor.previous_stage, cases, Path(cfg.output), cfg.device, cfg.op.backend,
+                                int(cfg.num_workers))
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities),
                               rules=rules, stamp=stamp(record), previous=previous)
     # Before the first label map: continue=true never adds to another model's label maps.
@@ -87,7 +75,7 @@ def predict(cfg: DictConfig) -> list[Prediction]:
         left = remove_temporaries(cfg.output)
         again = [case for case in cases if writer.label_path(case).is_file()]  # e.g. an overwrite's leftovers
         log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed; %d label map(s) there "
-                 "predicted again: another model's, or without the probabilities asked for)", len(done), cfg.output,
+                 "predicted again: another model's or another image's, or without the probabilities asked for)", len(done), cfg.output,
                  len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
              len(models), cfg.tta, rules.to_json())

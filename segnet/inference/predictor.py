@@ -35,6 +35,7 @@ from monai.transforms import Invertd
 from segnet.data.cascade_input import network_input, one_hot, previous_values
 from segnet.data.cropping import checked_crop
 from segnet.data.dataset_json import Case, image_stem
+from segnet.data.derived import digest, file_digest
 from segnet.data.formats import IMAGE_ENDINGS
 from segnet.data.image_files import file_channels, label_ending, read_stamp, write_label
 from segnet.data.regions import Regions, output_names
@@ -244,8 +245,9 @@ class CaseLoader:
 
 class PredictionWriter:
     """Loads a case, predicts it, maps the result back to the image's grid and writes it, with
-    `stamp` in the label map's header: load, infer and finish, which segnet.inference.pipeline
-    runs in three places at once."""
+    `stamp` (the model) and the digest of the case's image files in the label map's header, so
+    that a label map is reused only for the very image it was made from, whatever its name: load,
+    infer and finish, which segnet.inference.pipeline runs in three places at once."""
 
     def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False,
                  rules: Rules = NONE, stamp: str = "", previous: dict[str, Path] | None = None):
@@ -312,7 +314,7 @@ class PredictionWriter:
                 np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels))
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
-            write_label(label_map, case.images[0], temporary, self.stamp)
+            write_label(label_map, case.images[0], temporary, self.case_stamp(case))
         return Prediction(case, label_map, path, unprocessed)
 
     def run_case(self, case: Case) -> Prediction:
@@ -325,9 +327,20 @@ class PredictionWriter:
     def probabilities_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}.npz"
 
+    def case_stamp(self, case: Case) -> str:
+        """The stamp of this model's label map of this case's image files, as they are now."""
+        return f"{self.stamp} image {images_digest(case)}"
+
     def is_done(self, case: Case) -> bool:
-        """Whether an earlier run of this model wrote this case whole, the probabilities too where
-        they are asked for: every file is written whole, the label map last, with the stamp."""
+        """Whether an earlier run of this model wrote this case whole, from the same image files,
+        the probabilities too where they are asked for: every file is written whole, the label map
+        last, with the stamp."""
         path = self.label_path(case)
         asked = not self.save_probabilities or self.probabilities_path(case).is_file()
-        return asked and path.is_file() and read_stamp(path) == self.stamp
+        return asked and path.is_file() and read_stamp(path) == self.case_stamp(case)
+
+
+def images_digest(case: Case) -> str:
+    """A digest of the content of a case's image files (16 hex digits: a stamp fits a NIfTI
+    header's 80 characters)."""
+    return digest([file_digest(path) for path in case.images], 16)

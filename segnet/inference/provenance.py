@@ -13,7 +13,9 @@ run of another model overwrote in part still tells which model made each file.
 
 The record is created only where there is none, whole, so processes predicting into one folder
 agree on it: a second one meets the first one's record and goes on with the same model; with
-another, continue=true refuses and continue=false (predict every case again) replaces it.
+another, continue=true refuses and continue=false (predict every case again) replaces it, and
+removes the label maps (and probabilities) the other model's stamp is on before it writes any, so
+that the folder never holds label maps of a model other than the one its record names.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from segnet.checkpoints.paths import FINAL
+from segnet.data.dataset_json import image_stem
 from segnet.data.derived import digest, file_digest
+from segnet.data.image_files import read_stamp
 from segnet.errors import ConfigError
 from segnet.files import temporary_beside, write_json
 from segnet.inference.component_rules import Rules
@@ -131,6 +135,24 @@ def claim(folder: Path, record: dict[str, Any], continuing: bool, label_maps: li
             f"model: {describe(record)}; they differ in {', '.join(differences(found, record))}. continue=true "
             "would mix the two models' label maps: predict into another output folder, or give continue=false to "
             "predict every case again with this run's model")
-    log.warning("output=%s held label maps of %s; continue=false predicts every case again with %s", folder,
-                describe(found), describe(record))
+    removed = remove_label_maps(folder, found)
+    log.warning("output=%s held label maps of %s; continue=false removed its %d label map(s) there and predicts "
+                "every case again with %s", folder, describe(found), len(removed), describe(record))
     write_json(path, record)
+
+
+def remove_label_maps(folder: Path, found: dict[str, Any]) -> list[Path]:
+    """Removes the label maps in `folder` that bear the stamp of the model `found` records, with
+    their probabilities: those it removed."""
+    if "id" not in found:
+        return []
+    made = stamp(found)
+    removed = []
+    for path in sorted(folder.iterdir()):
+        name = image_stem(path)
+        written = read_stamp(path) if name is not None and path.is_file() else None
+        if written is not None and (written == made or written.startswith(made + " ")):
+            (folder / f"{name}.npz").unlink(missing_ok=True)
+            path.unlink()
+            removed.append(path)
+    return removed

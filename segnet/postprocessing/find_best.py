@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
+from segnet.data.input_check import check_inputs
 from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
 from segnet.evaluation.candidates import METRICS, Candidate, candidates, choose, ensemble_probabilities
@@ -38,7 +39,6 @@ from segnet.evaluation.evaluator import check_compatible, read_reference, score_
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.loading import load_for_inference
-from segnet.inference.predict import check_headers
 from segnet.inference.predictor import PredictionWriter, Predictor, label_map_of
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.postprocessing.decide import decide, decide_regions
@@ -83,8 +83,9 @@ def predict_validation(run: Run, cfg: DictConfig, description: DatasetDescriptio
     model = load_for_inference(run.checkpoint, cfg.device, cfg.op.backend)
     check_compatible(model, description, run.checkpoint)
     cases = select_cases(description, "validation", model.data, run.folder / "splits.json")
-    check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "predicted")
-    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, 0, description)
+    check_inputs(cases, int(cfg.data.max_voxels), description.in_channels, "predicted")
+    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, cfg.op.backend, 0,
+                                description)
     writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, save_probabilities=True,
                               previous=previous)
     for case in cases:

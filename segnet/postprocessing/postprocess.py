@@ -19,13 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.image_files import read_label
+from segnet.data.input_check import check_inputs
 from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import check_compatible, read_reference, select_cases
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.loading import load_for_inference
-from segnet.inference.predict import check_headers
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.metrics import nanmean
@@ -49,8 +49,9 @@ def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> dict[s
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
     check_compatible(model, description, checkpoint)
     cases = select_cases(description, "validation", model.data, run / "splits.json")
-    check_headers(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
-    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, 0, description)
+    check_inputs(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
+    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, cfg.op.backend, 0,
+                                description)
     writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, previous=previous)
     scores = {}
     for case in cases:

@@ -49,11 +49,12 @@ class FolderDataModule(L.LightningDataModule):
         preprocessed: bool = True, cache_dir: str | None = None, augment_on: str = "workers",
         affine_augmentation: bool = True, seed: int = 0, maps: Sequence[str] = (),
         previous_stage: Sequence[str] | None = None, foreground_share: float = FOREGROUND_SHARE,
-        crop: str | None = None,
+        crop: str | None = None, first_stage_backend: str = "auto",
     ):
         super().__init__()
         self.seed = seed
         self.previous_stage = list(previous_stage or [])  # a cascade's first-stage runs, one per fold
+        self.first_stage_backend = first_stage_backend  # the edge op's, as the run's own network
         self.maps = list(maps)  # the label's derived maps the loss reads (segnet.model.loss_terms.required_maps)
         self.description = describe_dataset(str(root))
         self.spatial_dims = spatial_dims
@@ -115,7 +116,8 @@ class FolderDataModule(L.LightningDataModule):
         loads each first-stage model to check its label maps."""
         if not self.previous_stage:
             return None
-        sources = predict_out_of_fold(self.previous_stage, self.fold_cases())
+        sources = predict_out_of_fold(self.previous_stage, self.fold_cases(), self.description.root,
+                                      backend=self.first_stage_backend)
         images = {item["name"]: item["image"] for item in case_dicts(self.fold_cases())}
         return PreviousMaps(sources, images, self.geometry)
 

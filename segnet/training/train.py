@@ -42,12 +42,14 @@ def build_module(cfg: DictConfig, backend: str) -> SegmentationModule:
                               precision=str(cfg.trainer.get("precision", "32-true")))
 
 
-def instantiate_data(data: DictConfig, maps: list[str] | None = None) -> L.LightningDataModule:
+def instantiate_data(data: DictConfig, maps: list[str] | None = None, backend: str = "auto") -> L.LightningDataModule:
     """The data module from its arguments in the data section (a key that nothing reads stops the
-    run), its crops carrying `maps` (the label's derived maps the loss reads); a ConfigError or
-    DatasetError it raises reaches the user as itself, not wrapped in Hydra's InstantiationException."""
+    run), its crops carrying `maps` (the label's derived maps the loss reads), a cascade's first
+    stage predicting with the edge op's `backend`; a ConfigError or DatasetError it raises reaches
+    the user as itself, not wrapped in Hydra's InstantiationException."""
+    first_stage = {"first_stage_backend": backend} if data.get("previous_stage") else {}
     try:
-        return instantiate(data_module_arguments(data), maps=maps or [])
+        return instantiate(data_module_arguments(data), maps=maps or [], **first_stage)
     except InstantiationException as error:
         if isinstance(error.__cause__, (ConfigError, DatasetError)):
             raise error.__cause__ from None
@@ -63,7 +65,8 @@ def train(composed: DictConfig) -> dict[str, Any]:
     run = run_config(composed)
     cfg, output_dir = run.config, Path(run.config.paths.output_dir)
 
-    datamodule = instantiate_data(cfg.data, required_maps(OmegaConf.to_container(cfg.loss, resolve=True)))
+    datamodule = instantiate_data(cfg.data, required_maps(OmegaConf.to_container(cfg.loss, resolve=True)),
+                                  cfg.op.backend)
     module = build_module(cfg, backend)
     if cfg.ckpt_path is not None:  # before this run writes into the folder
         check_same_run(cfg.ckpt_path, dict(module.hparams), run.given_ckpt_path)

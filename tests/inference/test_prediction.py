@@ -196,9 +196,40 @@ def test_a_lying_scan_among_the_inputs_stops_prediction_before_anything_is_writt
                                            f"output={tmp_path / 'out'}", "op=cpp"], tmp_path)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert lines[-2] == "error: 1 input scan(s) cannot be predicted, nothing was written:"
+    assert lines[-2] == ("error: 1 input scan(s) cannot be predicted, nothing was written (skip_broken=true leaves "
+                         "their cases out and goes on with the others):")
     assert lines[-1] == f"{images / 'empty.nii.gz'}: an empty file"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.slow
+def test_a_scan_corrupt_inside_its_stream_stops_prediction_before_anything_is_written_or_is_skipped(
+        trained, tmp_path, caplog):
+    root, run = trained
+    images = tmp_path / "images"
+    images.mkdir()
+    shutil.copy(root / "imagesTr" / "case_000.nii.gz", images / "a_good.nii.gz")  # first: written first
+    whole = bytearray((root / "imagesTr" / "case_001.nii.gz").read_bytes())
+    middle = len(whole) // 2
+    whole[middle:middle + 64] = bytes(64)  # its header and gzip trailer intact: only reading it through tells
+    (images / "b_corrupt.nii.gz").write_bytes(whole)
+
+    def predict_with(*overrides):
+        return predict(compose_config([f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}", "op=cpp",
+                                       f"output={tmp_path / 'out'}", "tta=false", *overrides], tmp_path / "hydra",
+                                      name="predict"))
+
+    with pytest.raises(DatasetError) as stopped:
+        predict_with()
+    lines = str(stopped.value).splitlines()
+    assert lines[0] == ("1 input scan(s) cannot be predicted, nothing was written (skip_broken=true leaves their "
+                        "cases out and goes on with the others):")
+    assert lines[1].startswith(f"{images / 'b_corrupt.nii.gz'}: cannot be read (") and len(lines) == 2
+    assert not (tmp_path / "out").exists()
+    with caplog.at_level("WARNING", "segnet.data.input_check"):
+        assert [p.case.name for p in predict_with("skip_broken=true")] == ["a_good"]
+    assert "skip_broken=true: leaving out 1 case(s) whose scans cannot be predicted (b_corrupt)" in caplog.text
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.nii.gz")) == ["a_good.nii.gz"]
 
 
 @pytest.mark.slow
@@ -212,8 +243,10 @@ def test_a_scan_cut_short_is_one_line_naming_it(trained, tmp_path):
                           "op=cpp"], tmp_path / "hydra", name="predict")
     with pytest.raises(SystemExit) as stopped, user_errors_as_one_line():  # as segnet-predict runs it
         predict(cfg)
-    assert stopped.value.code == (f"error: {images / 'cut.nii.gz'}: cannot be read (EOFError: Compressed file ended "
-                                  "before the end-of-stream marker was reached: the file ends early (truncated))")
+    assert stopped.value.code == (
+        "error: 1 input scan(s) cannot be predicted, nothing was written (skip_broken=true leaves their cases out and "
+        f"goes on with the others):\n{images / 'cut.nii.gz'}: cannot be read (EOFError: Compressed file ended before "
+        "the end-of-stream marker was reached: the file ends early (truncated))")
 
 
 @pytest.mark.slow
@@ -231,8 +264,8 @@ def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog)
                               *overrides], tmp_path / "hydra", name="predict")
         return [prediction.case.name for prediction in predict(cfg)]
 
-    def stamps():
-        return {path.name: read_stamp(path).removeprefix("segnet-predict model ")
+    def stamps():  # the model's id in each label map's stamp, which names its image's content too
+        return {path.name: read_stamp(path).removeprefix("segnet-predict model ").split(" image ")[0]
                 for path in sorted(out.glob("*.nii.gz"))}
 
     assert predict_with(first) == ["scan0", "scan1"]
@@ -255,18 +288,22 @@ def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog)
     assert {path.name: path.stat().st_mtime_ns for path in out.iterdir()} == before
     shutil.copy(first, tmp_path / "moved.ckpt")  # the same model from elsewhere: nothing left to do
     assert predict_with(tmp_path / "moved.ckpt", "continue=true") == []
-    # continue=false with the second model, killed after its first case: the case it did not
-    # reach is the first model's and is predicted again, the case it did is kept.
+    # continue=false with the second model, killed after its first case: the first model's label
+    # maps are gone before the second model writes any (the record names the second model only);
+    # the case it did not reach is predicted by continue=true, the case it did is kept.
     with caplog.at_level("WARNING", "segnet.inference.provenance"):
         assert predict_with(second, "continue=false", source=images / "scan0.nii.gz") == ["scan0"]
-    assert "continue=false predicts every case again with" in caplog.text
+    assert "continue=false removed its 2 label map(s) there and predicts every case again with" in caplog.text
     replaced = read_record(out / RECORD)
-    assert stamps() == {"scan0.nii.gz": replaced["id"], "scan1.nii.gz": made["id"]}
+    assert stamps() == {"scan0.nii.gz": replaced["id"]}
     assert predict_with(second, "continue=true") == ["scan1"]
     assert stamps() == {"scan0.nii.gz": replaced["id"], "scan1.nii.gz": replaced["id"]}
     # Probabilities asked for now: the cases written without them are not done.
     assert predict_with(second, "continue=true", "save_probabilities=true") == ["scan0", "scan1"]
     assert predict_with(second, "continue=true", "save_probabilities=true") == []
+    # Another image under a predicted case's name is not done: a label map is its image's.
+    shutil.copy(root / "imagesTr" / "case_002.nii.gz", images / "scan1.nii.gz")
+    assert predict_with(second, "continue=true", "save_probabilities=true") == ["scan1"]
     # Label maps without a record (made by something else): refused on continue=true, with advice.
     (out / RECORD).unlink()
     with pytest.raises(ConfigError, match=r"holds 2 label map\(s\) of this run's cases \(e.g. scan0.nii.gz\) but no "

@@ -14,14 +14,24 @@ import torch
 
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
+from segnet.config import RUN_CONFIG
 from segnet.data.cascade_input import network_input, one_hot
 from segnet.data.dataset_json import Case, describe_dataset
+from segnet.data.image_files import read_stamp
 from segnet.data.samples import PREVIOUS
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
 from segnet.generated.tumour import write_tumour_dataset
-from segnet.inference.predictor import CaseLoader
-from segnet.inference.previous_stage import OUT_OF_FOLD, PREDICTED_FIRST, out_of_fold_runs
+from segnet.inference import previous_stage
+from segnet.inference.predictor import CaseLoader, images_digest
+from segnet.inference.previous_stage import (
+    OUT_OF_FOLD,
+    PREDICTED_FIRST,
+    check_trained_on,
+    first_stage_maps,
+    out_of_fold_runs,
+    trained_dataset,
+)
 from segnet.planning.plan import input_channels
 
 
@@ -46,6 +56,21 @@ def test_each_case_is_read_from_the_run_that_validated_on_it(tmp_path):
         out_of_fold_runs([every], names)
 
 
+def test_a_cascade_trains_only_on_the_dataset_its_first_stage_was_cross_validated_on(tmp_path):
+    names = [f"case_{i:03d}" for i in range(2)]
+    runs = [write_run(tmp_path / "r0", 0, names[:1], names[1:]), write_run(tmp_path / "r1", 1, names[1:], names[:1])]
+    for run in runs:
+        (run / RUN_CONFIG).write_text(f"data:\n  root: {tmp_path / 'Task'}\n")
+    assert trained_dataset(runs) == (tmp_path / "Task").resolve()
+    check_trained_on(runs, tmp_path / "Task")
+    with pytest.raises(ConfigError, match=r"the 3d_lowres runs trained on .*Task, this cascade trains on .*Other: "
+                                          r"their label maps of its cases are out of fold only for the dataset"):
+        check_trained_on(runs, tmp_path / "Other")
+    (runs[1] / RUN_CONFIG).write_text(f"data:\n  root: {tmp_path / 'Other'}\n")
+    with pytest.raises(ConfigError, match=r"the runs trained on different datasets"):
+        trained_dataset(runs)
+
+
 def test_a_cascade_takes_a_channel_per_foreground_label_value_of_classes_or_regions(tmp_path):
     regions = write_tumour_dataset(tmp_path / "tumour", cases=2, size=16)  # BraTS's regions of values 1, 2, 3
     classes = write_decathlon(tmp_path / "Task", cases=2)  # background and two classes
@@ -68,7 +93,8 @@ def test_prediction_reads_the_first_stage_map_as_one_hot_channels_after_the_imag
 
 
 @pytest.mark.slow
-def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_its_first_stage(tmp_path):
+def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_its_first_stage(tmp_path, monkeypatch,
+                                                                                               caplog):
     from segnet.inference.predict import predict
     from segnet.training.train import train
 
@@ -116,3 +142,32 @@ def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_i
     assert (out / PREDICTED_FIRST / "case_000.nii.gz").is_file()  # the first stage predicted it first
     written = nib.load(out / "case_000.nii.gz")
     assert written.shape == nib.load(image).shape and np.allclose(written.affine, nib.load(image).affine)
+
+    # Another image under the same name into the same folder: its first stage is predicted again,
+    # with the command's op backend, and the cascade reads that map, not the other image's.
+    backends = []
+    loading = previous_stage.load_for_inference
+    monkeypatch.setattr(previous_stage, "load_for_inference",
+                        lambda path, device, backend: backends.append(backend) or loading(path, device, backend))
+    other = write_decathlon(tmp_path / "Other", cases=3, first_seed=10)
+    other_image = next((other / "imagesTr").glob("case_000*"))
+    for folder in (out, tmp_path / "fresh"):
+        predict(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={other_image}",
+                                f"output={folder}", "op=python"], name="predict"))
+    assert backends == ["python"] * 4  # two first-stage runs, two predictions
+    new_case = Case("case_000", (str(other_image),), None)
+    assert read_stamp(out / PREDICTED_FIRST / "case_000.nii.gz").endswith(f" image {images_digest(new_case)}")
+    for name in (f"{PREDICTED_FIRST}/case_000.nii.gz", "case_000.nii.gz"):
+        assert np.array_equal(nib.load(out / name).get_fdata(), nib.load(tmp_path / "fresh" / name).get_fdata())
+
+    # Another labelled dataset whose cases are named like the first stage's validation cases: its
+    # images are new to the first stage, predicted by the folds' ensemble, never read from (or
+    # written over) the runs' out-of-fold label maps of the images they were validated on.
+    kept = {path: path.stat().st_mtime_ns for run in lowres for path in (run / OUT_OF_FOLD).glob("*.nii.gz")}
+    description = describe_dataset(str(other))
+    with caplog.at_level("WARNING", "segnet.inference.previous_stage"):
+        found = first_stage_maps([str(run) for run in lowres], list(description.labelled), tmp_path / "scored", "cpu",
+                                 "python", 0, description)
+    assert set(found.values()) == {tmp_path / "scored" / PREDICTED_FIRST / f"case_{i:03d}.nii.gz" for i in range(3)}
+    assert {path: path.stat().st_mtime_ns for path in kept} == kept
+    assert f"the 3d_lowres runs trained on {root.resolve()}, not on {other}" in caplog.text
