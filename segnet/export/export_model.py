@@ -47,6 +47,12 @@ def chosen_runs(cfg: DictConfig) -> tuple[list[Path], dict[str, Any] | None, str
     return [Path(run) for run in cfg.runs], None, cfg.postprocessing, cfg.checkpoint
 
 
+def package_tta(choice: dict[str, Any] | None) -> bool:
+    """How the package predicts: mirrored or not as its choice was scored, else as segnet-predict
+    mirrors by default."""
+    return True if choice is None else bool(choice["tta"])
+
+
 def model_entry(run: Path, index: int, checkpoint: Path, data: dict[str, Any]) -> dict[str, Any]:
     return {"file": f"models/{index}/{CHECKPOINT}", "sha256": sha256(checkpoint), "run": str(run.resolve()),
             "configuration": data.get("configuration") or f"{data['spatial_dims']}d", "fold": data.get("fold")}
@@ -96,7 +102,7 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
                                                                                       strict=True))],
         "class_names": first["class_names"], "in_channels": first["in_channels"],
         "channel_names": [entry["channel"] for entry in first.get("normalization") or []],
-        "regions": first.get("regions"), "postprocessing": rules.to_json(),
+        "regions": first.get("regions"), "postprocessing": rules.to_json(), "tta": package_tta(choice),
         "postprocessing_from": [str(p.resolve()) for p in rules_files(postprocessing, runs)],
         "choice": None if choice is None else {key: choice.get(key) for key in ("best", "configurations", "rule",
                                                                                  "means", "tta", "checkpoint")},

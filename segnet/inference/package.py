@@ -9,11 +9,13 @@ configuration (config.yaml), the postprocessing rules (postprocessing.json) and,
 model.json:
 what the package is (its format and the segnet version that wrote it), each model's file and
 sha256, its configuration and fold, the class and channel names, the rules, the choice of
-segnet-find-best-configuration where one was given, and what the op needs.
+segnet-find-best-configuration where one was given, how it predicts (tta: the choice's, as it was
+scored) and what the op needs.
 
 Prediction unpacks it once into a folder named by its sha256 (under $SEGNET_MODELS, else
 ~/.cache/segnet/models), every member checked against its sha256 in model.json, and predicts with the models
-there exactly as with the runs' checkpoints: the same weights, plans and rules. A file that is
+there exactly as its choice scored the runs' checkpoints: the same weights, plans, rules and tta
+(segnet-predict's tta=true or false overrides the package's). A file that is
 no zip, a member that is missing or altered, or a package of another format or segnet version is
 refused in one line.
 """
@@ -34,7 +36,7 @@ from segnet.errors import ConfigError
 
 MANIFEST = "model.json"
 FORMAT = "segnet-model-package"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: model.json says how the package predicts (tta)
 CHECKPOINT = "checkpoints/final.ckpt"  # within each model's folder, as in a run folder
 RULES = "postprocessing.json"
 CHUNK = 1 << 20
@@ -110,15 +112,28 @@ def unpacked(package: Path) -> Path:
     return folder
 
 
-_unpacked: dict[tuple[str, int, int], Path] = {}  # (package, size, mtime) -> its folder, within a process
+_opened: dict[tuple[str, int, int], tuple[Path, dict[str, Any]]] = {}  # (package, size, mtime) -> its folder
+# and model.json, within a process
+
+
+def opened(package: Path) -> tuple[Path, dict[str, Any]]:
+    """A package's folder, unpacked, and its model.json (once per process: the commands ask several
+    times)."""
+    stat = package.stat()
+    key = (str(package.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _opened:
+        folder = unpacked(package)
+        _opened[key] = folder, json.loads((folder / MANIFEST).read_text())
+    return _opened[key]
 
 
 def package_checkpoints(package: Path) -> list[Path]:
-    """The checkpoint of every model in a package, unpacked (once per process: the commands ask
-    several times)."""
-    stat = package.stat()
-    key = (str(package.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _unpacked:
-        _unpacked[key] = unpacked(package)
-    folder = _unpacked[key]
-    return [folder / entry["file"] for entry in json.loads((folder / MANIFEST).read_text())["models"]]
+    """The checkpoint of every model in a package, unpacked."""
+    folder, manifest = opened(package)
+    return [folder / entry["file"] for entry in manifest["models"]]
+
+
+def package_tta(package: Path) -> bool:
+    """Whether a package predicts mirrored: as its choice was scored (segnet-find-best-configuration's
+    tta), else as segnet-predict does by default."""
+    return opened(package)[1]["tta"]

@@ -22,6 +22,7 @@ from segnet.inference.prediction_arguments import (
     model_paths,
     packages,
     part_of,
+    prediction_tta,
 )
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.previous_stage import first_stage_maps
@@ -69,7 +70,7 @@ def check_headers(cases: list[Case], max_voxels: int, channels: int, task: str =
 def predict(cfg: DictConfig) -> list[Prediction]:
     check_prediction_arguments(cfg)
     models = load_models(cfg)
-    predictor = Predictor(models, tta=bool(cfg.tta))
+    predictor = Predictor(models, tta=prediction_tta(cfg))
     cases = part_of(find_cases(Path(cfg.input), predictor.in_channels), cfg.num_parts, cfg.part_id)
     check_headers(cases, int(cfg.max_voxels), predictor.in_channels)
     folders = model_folders(cfg)
@@ -90,7 +91,7 @@ def predict(cfg: DictConfig) -> list[Prediction]:
                  "predicted again: another model's, or without the probabilities asked for)", len(done), cfg.output,
                  len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
-             len(models), cfg.tta, rules.to_json())
+             len(models), predictor.tta, rules.to_json())
     predictions = list(tqdm(predicted_cases(writer, cases, int(cfg.num_workers)), total=len(cases),
                             desc="predicting", unit="case"))
     log.info("label maps in %s", cfg.output)
