@@ -13,7 +13,8 @@ segnet-find-best-configuration where one was given, how it predicts (tta: the ch
 scored) and what the op needs.
 
 Prediction unpacks it once into a folder named by its sha256 (under $SEGNET_MODELS, else
-~/.cache/segnet/models), every member checked against its sha256 in model.json, and predicts with the models
+~/.cache/segnet/models), every member checked against its sha256 in model.json on every use
+(a checkpoint changed there is refused), and predicts with the models
 there exactly as its choice scored the runs' checkpoints: the same weights, plans, rules and tta
 (segnet-predict's tta=true or false overrides the package's). A file that is
 no zip, a member that is missing or altered, or a package of another format or segnet version is
@@ -22,7 +23,6 @@ refused in one line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -32,6 +32,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from segnet.data.derived import file_digest
 from segnet.errors import ConfigError
 
 MANIFEST = "model.json"
@@ -39,19 +40,10 @@ FORMAT = "segnet-model-package"
 FORMAT_VERSION = 2  # 2: model.json says how the package predicts (tta)
 CHECKPOINT = "checkpoints/final.ckpt"  # within each model's folder, as in a run folder
 RULES = "postprocessing.json"
-CHUNK = 1 << 20
 
 
 def segnet_version() -> str:
     return version("segnet")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def models_home() -> Path:
@@ -79,12 +71,24 @@ def read_manifest(package: Path) -> dict[str, Any]:
     return manifest
 
 
+def check_members(folder: Path, manifest: dict[str, Any], package: Path, advice: str) -> None:
+    """Every member of a package in `folder` is the file model.json names (its sha256); a
+    ConfigError naming the first that is not, with `advice`."""
+    for name, digest in manifest["files"].items():
+        member = folder / name
+        if not member.is_file() or file_digest(member) != digest:
+            raise ConfigError(f"model={package}: {member} is missing or not the file model.json names; {advice}")
+
+
 def unpacked(package: Path) -> Path:
     """The folder a package's models lie in, unpacked on first use (whole, under a temporary
-    name, every member checked against model.json first)."""
+    name), every member checked against model.json each time: a checkpoint changed there since
+    would predict in the package's name."""
     manifest = read_manifest(package)
-    folder = models_home() / sha256(package)[:32]
+    folder = models_home() / file_digest(package)[:32]
     if (folder / MANIFEST).is_file():
+        check_members(folder, manifest, package, f"it changed since it was unpacked: remove {folder} to unpack the "
+                                                 "package again")
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
@@ -95,11 +99,7 @@ def unpacked(package: Path) -> Path:
                 raise ConfigError(f"model={package}: its member {bad} is corrupt (a damaged copy?); copy or export "
                                   "it again")
             archive.extractall(staging)
-        for name, digest in manifest["files"].items():
-            member = staging / name
-            if not member.is_file() or sha256(member) != digest:
-                raise ConfigError(f"model={package}: {name} is missing or not the file model.json names; copy or "
-                                  "export it again")
+        check_members(staging, manifest, package, "copy or export the package again")
         if folder.is_dir() and not (folder / MANIFEST).is_file():  # left incomplete by hand: made again
             shutil.rmtree(folder)
         try:

@@ -11,9 +11,9 @@ grid (<output>/<configuration>/fold_<k>/). Every case is scored under every cand
 postprocessing is decided for it as segnet-postprocess decides (segnet.postprocessing.decide).
 
 Written to the output folder: best_configuration.json (the choice, its rule, every candidate's
-means, the paired comparisons with the best, the runs left out and the segnet-predict command
-that predicts with it), best_configuration.md and .png, scores.csv (every score), and the best's
-postprocessing.json, which the command names.
+means, the paired comparisons with the best, each run's checkpoint's sha256 as scored, the runs
+left out and the segnet-predict command that predicts with it), best_configuration.md and .png,
+scores.csv (every score), and the best's postprocessing.json, which the command names.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
+from segnet.data.derived import file_digest
 from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
 from segnet.evaluation.candidates import METRICS, Candidate, candidates, choose, ensemble_probabilities
@@ -54,6 +55,7 @@ class Run:
     checkpoint: Path
     configuration: str
     fold: str
+    sha256: str  # the checkpoint's, as scored: segnet-export-model packs a choice's runs only as they were
 
 
 def read_runs(folders: list[Path], checkpoint_name: str,
@@ -64,8 +66,9 @@ def read_runs(folders: list[Path], checkpoint_name: str,
     kept, left_out = cross_validation_runs(folders, checkpoint_name, description, USAGE)
     grouped: dict[str, dict[str, Run]] = {}
     for folder, data in kept.items():
-        run = Run(folder, folder / "checkpoints" / checkpoint_name, data.get("configuration") or
-                  f"{data['spatial_dims']}d", str(data.get("fold", 0)))
+        checkpoint = folder / "checkpoints" / checkpoint_name
+        run = Run(folder, checkpoint, data.get("configuration") or f"{data['spatial_dims']}d", str(data.get("fold", 0)),
+                  file_digest(checkpoint))
         by_fold = grouped.setdefault(run.configuration, {})
         if run.fold in by_fold:
             raise ConfigError(f"runs: {by_fold[run.fold].folder} and {folder} are both fold {run.fold} of "
@@ -236,6 +239,8 @@ def find_best_configuration(cfg: DictConfig) -> dict[str, Any]:
     result = {**choice, "postprocessing": rules.to_json(),
               "runs": {name: {fold: str(run.folder.resolve()) for fold, run in by_fold.items()}
                        for name, by_fold in runs.items()},
+              "checkpoint_sha256": {str(run.folder.resolve()): run.sha256 for by_fold in runs.values()
+                                    for run in by_fold.values()},
               "left_out": left_out, "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
               "predict": predict_command(runs, best, rules_file, bool(cfg.tta))}
     write_json(output / f"{RESULT}.json", result)

@@ -5,6 +5,7 @@ checkpoints written directly (tests/helpers/checkpoints.py), so a choice takes a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,10 @@ import pytest
 from helpers.checkpoints import MODEL_3D, run_data, write_checkpoint
 from helpers.data import write_decathlon
 from helpers.training import compose_config
+from segnet.data.derived import file_digest
 from segnet.errors import ConfigError
 from segnet.export.export_model import export_model
+from segnet.inference.package import unpacked
 from segnet.inference.predict import predict
 from segnet.inference.prediction_arguments import check_prediction_arguments, prediction_tta
 from segnet.inference.provenance import RECORD
@@ -81,3 +84,35 @@ def test_packages_that_predict_one_mirrored_and_one_not_need_tta_given(choice, t
     with pytest.raises(ConfigError, match=r"some predict mirrored and some not \(their choices' tta\): give tta=true"):
         check_prediction_arguments(compose_config(given, name="predict"))
     assert prediction_tta(compose_config([*given, "tta=false"], name="predict")) is False
+
+
+def test_a_choice_whose_run_was_retrained_since_is_not_packaged(tmp_path):
+    _, runs, best = scored_choice(tmp_path)
+    checkpoint = runs[1] / "checkpoints" / "final.ckpt"
+    write_checkpoint(checkpoint, MODEL_3D, {**run_data(), "fold": 1}, seed=7)  # trained again after the choice
+    package = tmp_path / "model.zip"
+    with pytest.raises(ConfigError, match=re.escape(f"{runs[1]}'s checkpoints/final.ckpt is not the one the choice "
+                                                    "scored")):
+        package_of(best, package)
+    assert not package.exists()
+    recorded = json.loads(best.read_text())
+    recorded["checkpoint_sha256"][str(runs[1].resolve())] = file_digest(checkpoint)  # as if chosen on it
+    best.write_text(json.dumps(recorded))
+    assert [model["sha256"] for model in package_of(best, package)["models"]] == [
+        file_digest(run / "checkpoints" / "final.ckpt") for run in runs]
+    del recorded["checkpoint_sha256"]  # a choice that cannot tell
+    best.write_text(json.dumps(recorded))
+    with pytest.raises(ConfigError, match="does not record its runs' checkpoints"):
+        package_of(best, tmp_path / "other.zip")
+
+
+def test_a_package_whose_unpacked_checkpoint_changed_is_refused(choice, tmp_path):
+    root, _, best = choice
+    package = tmp_path / "model.zip"
+    package_of(best, package)
+    changed = unpacked(package) / "models" / "0" / "checkpoints" / "final.ckpt"
+    write_checkpoint(changed, MODEL_3D, run_data(), seed=7)
+    with pytest.raises(ConfigError, match=re.escape(f"{changed} is missing or not the file model.json names; it "
+                                                    "changed since it was unpacked")):
+        check_prediction_arguments(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
+                                                   f"output={tmp_path / 'out'}"], name="predict"))
