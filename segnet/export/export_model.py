@@ -22,7 +22,15 @@ from segnet.export.exporter import export_model as export_network
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, rules_files, rules_for
 from segnet.inference.loading import load_for_inference
-from segnet.inference.package import CHECKPOINT, FORMAT, FORMAT_VERSION, MANIFEST, RULES, segnet_version
+from segnet.inference.package import (
+    CHECKPOINT,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    RULES,
+    segnet_version,
+    source_digests,
+)
 from segnet.inference.predictor import SHARED_KEYS
 
 log = logging.getLogger(__name__)
@@ -120,6 +128,7 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
     first = settings[0]
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "segnet_version": segnet_version(),
+        "segnet_source": source_digests(),
         "models": [model_entry(run, i, digest, data)
                    for i, (run, digest, data) in enumerate(zip(runs, digests, settings, strict=True))],
         "class_names": first["class_names"], "in_channels": first["in_channels"],

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import ROOT
 from helpers.checkpoints import MODEL_3D, run_data, write_checkpoint
 from helpers.data import write_decathlon
 from helpers.training import compose_config
@@ -116,3 +117,18 @@ def test_a_package_whose_unpacked_checkpoint_changed_is_refused(choice, tmp_path
                                                     "changed since it was unpacked")):
         check_prediction_arguments(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
                                                    f"output={tmp_path / 'out'}"], name="predict"))
+
+
+def test_a_package_of_other_segnet_source_predicts_with_a_warning_naming_the_files(choice, tmp_path, monkeypatch,
+                                                                                   caplog):
+    # the version (pyproject's) stays the same across changes; the source tells two segnets apart
+    root, _, best = choice
+    package = tmp_path / "model.zip"
+    written_by = package_of(best, package)["segnet_source"]
+    assert written_by["segnet/inference/windows.py"] == file_digest(ROOT / "segnet/inference/windows.py")[:16]
+    this_one = {**written_by, "segnet/inference/windows.py": "another", "segnet/inference/new.py": "added"}
+    monkeypatch.setattr("segnet.inference.package.source_digests", lambda: this_one)
+    check_prediction_arguments(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
+                                               f"output={tmp_path / 'out'}"], name="predict"))
+    assert (f"model={package} was written by a segnet whose source differs from this one's in 2 file(s) "
+            "(segnet/inference/new.py, segnet/inference/windows.py): its label maps may differ") in caplog.text
