@@ -1,5 +1,6 @@
 """From an export_model config to a model package (segnet.inference.package): what
-segnet-export-model runs."""
+segnet-export-model runs. A choice (segnet-find-best-configuration's) is packed only as it was
+scored: its runs' checkpoints as their sha256 then says, and its tta."""
 
 from __future__ import annotations
 

@@ -145,8 +145,8 @@ def unpacked(package: Path) -> Path:
     return folder
 
 
-_opened: dict[tuple[str, int, int], tuple[Path, dict[str, Any]]] = {}  # (package, size, mtime) -> its folder
-# and model.json, within a process
+# (package, size, mtime) -> its folder and model.json, within a process
+_opened: dict[tuple[str, int, int], tuple[Path, dict[str, Any]]] = {}
 
 
 def opened(package: Path) -> tuple[Path, dict[str, Any]]:
