@@ -25,7 +25,7 @@ from segnet.data.dataset_json import Case, DatasetDescription, image_stem
 from segnet.data.headers import read_problem
 from segnet.data.image_files import read_label
 from segnet.data.regions import Regions, foreground_units
-from segnet.data.splits import choose_split, read_split
+from segnet.data.splits import Split, choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
 from segnet.inference.component_rules import NONE, Rules
@@ -52,10 +52,16 @@ def select_cases(
         return list(description.test)
     if split == "all":
         return [*description.labelled, *description.test]
+    return list(run_split(description, data_hparams, splits_file).val)
+
+
+def run_split(description: DatasetDescription, data_hparams: dict[str, Any], splits_file: Path | None = None) -> Split:
+    """The split a checkpoint's run trained and validated on: the one it recorded in splits_file,
+    else the one its data settings make."""
     if splits_file is not None and splits_file.is_file():
-        return list(read_split(splits_file, description).val)
-    return list(choose_split(description, data_hparams.get("fold", 0), data_hparams.get("num_folds", 5),
-                             data_hparams.get("split_seed", 12345)).val)
+        return read_split(splits_file, description)
+    return choose_split(description, data_hparams.get("fold", 0), data_hparams.get("num_folds", 5),
+                        data_hparams.get("split_seed", 12345))
 
 
 def check_compatible(model: TrainedModel, description: DatasetDescription, checkpoint: Path) -> None:

@@ -1,5 +1,6 @@
 """From an export_model config to a model package (segnet.inference.package): what
-segnet-export-model runs."""
+segnet-export-model runs. A choice (segnet-find-best-configuration's) is packed only as it was
+scored: its runs' checkpoints as their sha256 then says, and its tta."""
 
 from __future__ import annotations
 
@@ -22,7 +23,15 @@ from segnet.export.exporter import export_model as export_network
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, rules_files, rules_for
 from segnet.inference.loading import load_for_inference
-from segnet.inference.package import CHECKPOINT, FORMAT, FORMAT_VERSION, MANIFEST, RULES, segnet_version, sha256
+from segnet.inference.package import (
+    CHECKPOINT,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    RULES,
+    segnet_version,
+    source_digests,
+)
 from segnet.inference.predictor import SHARED_KEYS
 
 log = logging.getLogger(__name__)
@@ -47,8 +56,32 @@ def chosen_runs(cfg: DictConfig) -> tuple[list[Path], dict[str, Any] | None, str
     return [Path(run) for run in cfg.runs], None, cfg.postprocessing, cfg.checkpoint
 
 
-def model_entry(run: Path, index: int, checkpoint: Path, data: dict[str, Any]) -> dict[str, Any]:
-    return {"file": f"models/{index}/{CHECKPOINT}", "sha256": sha256(checkpoint), "run": str(run.resolve()),
+def package_tta(choice: dict[str, Any] | None) -> bool:
+    """How the package predicts: mirrored or not as its choice was scored, else as segnet-predict
+    mirrors by default."""
+    return True if choice is None else bool(choice["tta"])
+
+
+def check_as_scored(choice_file: Path, choice: dict[str, Any], runs: list[Path], checkpoint_name: str,
+                    digests: list[str]) -> None:
+    """Each run's checkpoint is the one the choice scored (its sha256 then); a ConfigError naming
+    the first that is not: a run retrained or replaced since would be packed under scores it never
+    earned."""
+    scored = choice.get("checkpoint_sha256")
+    again = "run segnet-find-best-configuration again, or package the runs as they are now with runs=[...]"
+    if scored is None:
+        raise ConfigError(f"choice={choice_file} does not record its runs' checkpoints (a choice of an older "
+                          f"segnet), so what it scored cannot be told from what is there now: {again}")
+    for run, digest in zip(runs, digests, strict=True):
+        then = scored.get(str(run.resolve()))
+        if then != digest:
+            raise ConfigError(f"choice={choice_file}: {run}'s checkpoints/{checkpoint_name} is not the one the "
+                              f"choice scored (sha256 {str(then)[:12]} then, {digest[:12]} now): it was retrained or "
+                              f"replaced since; {again}")
+
+
+def model_entry(run: Path, index: int, digest: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"file": f"models/{index}/{CHECKPOINT}", "sha256": digest, "run": str(run.resolve()),
             "configuration": data.get("configuration") or f"{data['spatial_dims']}d", "fold": data.get("fold")}
 
 
@@ -77,6 +110,10 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
     checkpoints = [run / "checkpoints" / checkpoint_name for run in runs]
     for checkpoint in checkpoints:
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
+    contents = [checkpoint.read_bytes() for checkpoint in checkpoints]  # read once: packed as checked
+    digests = [hashlib.sha256(content).hexdigest() for content in contents]
+    if choice is not None:
+        check_as_scored(Path(cfg.choice), choice, runs, checkpoint_name, digests)
     settings = [torch.load(c, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
                 for c in checkpoints]
     cascades = [str(run) for run, data in zip(runs, settings, strict=True) if data.get("previous_stage")]
@@ -92,11 +129,12 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
     first = settings[0]
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "segnet_version": segnet_version(),
-        "models": [model_entry(run, i, c, data) for i, (run, c, data) in enumerate(zip(runs, checkpoints, settings,
-                                                                                      strict=True))],
+        "segnet_source": source_digests(),
+        "models": [model_entry(run, i, digest, data)
+                   for i, (run, digest, data) in enumerate(zip(runs, digests, settings, strict=True))],
         "class_names": first["class_names"], "in_channels": first["in_channels"],
         "channel_names": [entry["channel"] for entry in first.get("normalization") or []],
-        "regions": first.get("regions"), "postprocessing": rules.to_json(),
+        "regions": first.get("regions"), "postprocessing": rules.to_json(), "tta": package_tta(choice),
         "postprocessing_from": [str(p.resolve()) for p in rules_files(postprocessing, runs)],
         "choice": None if choice is None else {key: choice.get(key) for key in ("best", "configurations", "rule",
                                                                                  "means", "tta", "checkpoint")},
@@ -108,8 +146,8 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
     sources = rules_files(postprocessing, runs)
     rules_text = sources[0].read_text() if sources else json.dumps(rules.to_json(), indent=2)
     members = {}
-    for i, (run, checkpoint) in enumerate(zip(runs, checkpoints, strict=True)):
-        members[f"models/{i}/{CHECKPOINT}"] = checkpoint.read_bytes()
+    for i, (run, checkpoint, content) in enumerate(zip(runs, checkpoints, contents, strict=True)):
+        members[f"models/{i}/{CHECKPOINT}"] = content
         if (run / "config.yaml").is_file():
             members[f"models/{i}/config.yaml"] = (run / "config.yaml").read_bytes()
         if rules != NONE:

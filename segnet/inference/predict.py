@@ -20,6 +20,7 @@ from segnet.inference.prediction_arguments import (
     model_paths,
     packages,
     part_of,
+    prediction_tta,
 )
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.previous_stage import first_stage_maps
@@ -56,7 +57,7 @@ def model_files(cfg: DictConfig) -> list[Path]:
 def predict(cfg: DictConfig) -> list[Prediction]:
     check_prediction_arguments(cfg)
     models = load_models(cfg)
-    predictor = Predictor(models, tta=bool(cfg.tta))
+    predictor = Predictor(models, tta=prediction_tta(cfg))
     cases = part_of(find_cases(Path(cfg.input), predictor.in_channels), cfg.num_parts, cfg.part_id)
     cases = check_inputs(cases, int(cfg.max_voxels), predictor.in_channels, skip_broken=bool(cfg.skip_broken))
     folders = model_folders(cfg)
@@ -75,10 +76,10 @@ def predict(cfg: DictConfig) -> list[Prediction]:
         left = remove_temporaries(cfg.output)
         again = [case for case in cases if writer.label_path(case).is_file()]  # e.g. an overwrite's leftovers
         log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed; %d label map(s) there "
-                 "predicted again: another model's or another image's, or without the probabilities asked for)", len(done), cfg.output,
-                 len(left), len(again))
+                 "predicted again: another model's or another image's, or without the probabilities asked for)",
+                 len(done), cfg.output, len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
-             len(models), cfg.tta, rules.to_json())
+             len(models), predictor.tta, rules.to_json())
     predictions = list(tqdm(predicted_cases(writer, cases, int(cfg.num_workers)), total=len(cases),
                             desc="predicting", unit="case"))
     log.info("label maps in %s", cfg.output)

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.paths import checkpoint_paths
 from segnet.errors import ConfigError
-from segnet.inference.package import package_checkpoints
+from segnet.inference.package import package_checkpoints, package_tta
 
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
 
@@ -50,6 +50,21 @@ def model_paths(cfg: DictConfig) -> list[Path]:
         exported_paths(cfg)
 
 
+def prediction_tta(cfg: DictConfig) -> bool:
+    """Whether to mirror: tta=true or false as given, else (tta not given) as the packages model=
+    names were scored, else mirrored, as nnU-Net predicts."""
+    if cfg.tta is not None:
+        if not isinstance(cfg.tta, bool):
+            raise ConfigError(f"tta={cfg.tta}: give tta=true or tta=false, or leave it out (a model package's own, "
+                              "else true)")
+        return cfg.tta
+    recorded = {package_tta(package) for package in packages(cfg)}
+    if len(recorded) > 1:
+        raise ConfigError("model= names packages of which some predict mirrored and some not (their choices' tta): "
+                          "give tta=true or tta=false")
+    return recorded.pop() if recorded else True
+
+
 def part_of(cases: list, num_parts: int, part_id: int) -> list:
     """The cases of part `part_id` of `num_parts` (nnU-Net's split: every num_parts-th case from
     part_id), so that processes given each part predict every case exactly once."""
@@ -65,3 +80,4 @@ def check_prediction_arguments(cfg: DictConfig) -> None:
             raise ConfigError(f"{key} is required: {USAGE}")
     part_of([], cfg.num_parts, cfg.part_id)
     model_paths(cfg)
+    prediction_tta(cfg)

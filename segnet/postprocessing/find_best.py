@@ -3,16 +3,17 @@ as nnUNetv2_find_best_configuration decides it on the cross-validation.
 
 The runs are training run folders of one dataset, grouped by the configuration each records (2d,
 3d, 3d_lowres) and by fold: every configuration needs the same folds, and a fold the same
-validation cases in each. Each run predicts the cases it was validated on with its checkpoint
-(flipped as segnet-predict predicts, tta), keeping the probabilities on the image's grid
-(<output>/<configuration>/fold_<k>/). Every case is scored under every candidate
+validation cases in each; a run that trained on its validation cases (data.fold=all) is left out
+(segnet.postprocessing.cross_validation). Each run predicts the cases it was validated on with its
+checkpoint (flipped as segnet-predict predicts, tta), keeping the probabilities on the image's
+grid (<output>/<configuration>/fold_<k>/). Every case is scored under every candidate
 (segnet.evaluation.candidates) by segnet-evaluate's evaluator, the best is chosen, and
 postprocessing is decided for it as segnet-postprocess decides (segnet.postprocessing.decide).
 
 Written to the output folder: best_configuration.json (the choice, its rule, every candidate's
-means, the paired comparisons with the best and the segnet-predict command that predicts with
-it), best_configuration.md and .png, scores.csv (every score), and the best's
-postprocessing.json, which the command names.
+means, the paired comparisons with the best, each run's checkpoint's sha256 as scored, the runs
+left out and the segnet-predict command that predicts with it), best_configuration.md and .png,
+scores.csv (every score), and the best's postprocessing.json, which the command names.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
+from segnet.data.derived import file_digest
 from segnet.data.input_check import check_inputs
 from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
@@ -41,6 +41,7 @@ from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.loading import load_for_inference
 from segnet.inference.predictor import PredictionWriter, Predictor, label_map_of
 from segnet.inference.previous_stage import first_stage_maps
+from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
 
 log = logging.getLogger(__name__)
@@ -54,17 +55,20 @@ class Run:
     checkpoint: Path
     configuration: str
     fold: str
+    sha256: str  # the checkpoint's, as scored: segnet-export-model packs a choice's runs only as they were
 
 
-def read_runs(folders: list[Path], checkpoint_name: str) -> dict[str, dict[str, Run]]:
-    """{configuration: {fold: run}}, from the settings each run's checkpoint holds (its weights
-    are not read), in the order given; every configuration on the same folds."""
+def read_runs(folders: list[Path], checkpoint_name: str,
+              description: DatasetDescription) -> tuple[dict[str, dict[str, Run]], dict[str, str]]:
+    """{configuration: {fold: run}} of the cross-validation's runs, from the settings each run's
+    checkpoint holds, in the order given, every configuration on the same folds; and {run: why}
+    of the runs left out, which trained on their validation cases (cross_validation_runs)."""
+    kept, left_out = cross_validation_runs(folders, checkpoint_name, description, USAGE)
     grouped: dict[str, dict[str, Run]] = {}
-    for folder in folders:
+    for folder, data in kept.items():
         checkpoint = folder / "checkpoints" / checkpoint_name
-        check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
-        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
-        run = Run(folder, checkpoint, data.get("configuration") or f"{data['spatial_dims']}d", str(data.get("fold", 0)))
+        run = Run(folder, checkpoint, data.get("configuration") or f"{data['spatial_dims']}d", str(data.get("fold", 0)),
+                  file_digest(checkpoint))
         by_fold = grouped.setdefault(run.configuration, {})
         if run.fold in by_fold:
             raise ConfigError(f"runs: {by_fold[run.fold].folder} and {folder} are both fold {run.fold} of "
@@ -75,7 +79,7 @@ def read_runs(folders: list[Path], checkpoint_name: str) -> dict[str, dict[str, 
         covered = "; ".join(f"{name}: fold(s) {', '.join(f)}" for name, f in folds.items())
         raise ConfigError(f"runs: the configurations cover different folds ({covered}); every configuration "
                           "needs the same folds: train the missing ones, or leave a fold out of every configuration")
-    return grouped
+    return grouped, left_out
 
 
 def predict_validation(run: Run, cfg: DictConfig, description: DatasetDescription, output: Path) -> dict[str, Path]:
@@ -211,7 +215,7 @@ def find_best_configuration(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"data.root and runs are required: {USAGE}")
     description = describe_dataset(str(cfg.data.root))
     output = Path(cfg.paths.output_dir)
-    runs = read_runs([Path(run) for run in cfg.runs], cfg.checkpoint)
+    runs, left_out = read_runs([Path(run) for run in cfg.runs], cfg.checkpoint, description)
     saved = {name: {fold: predict_validation(run, cfg, description, output / name / f"fold_{fold}")
                     for fold, run in by_fold.items()} for name, by_fold in runs.items()}
     check_same_cases(saved)
@@ -236,7 +240,9 @@ def find_best_configuration(cfg: DictConfig) -> dict[str, Any]:
     result = {**choice, "postprocessing": rules.to_json(),
               "runs": {name: {fold: str(run.folder.resolve()) for fold, run in by_fold.items()}
                        for name, by_fold in runs.items()},
-              "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
+              "checkpoint_sha256": {str(run.folder.resolve()): run.sha256 for by_fold in runs.values()
+                                    for run in by_fold.values()},
+              "left_out": left_out, "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
               "predict": predict_command(runs, best, rules_file, bool(cfg.tta))}
     write_json(output / f"{RESULT}.json", result)
     (output / f"{RESULT}.md").write_text(report_markdown(result))

@@ -1,6 +1,7 @@
 """From a postprocessing config to postprocessing.json: what segnet-postprocess runs.
 
-Each run (a fold of the cross-validation) predicts the cases it was validated on with its
+Each run (a fold of the cross-validation; one that trained on its validation cases, data.fold=all,
+is left out: segnet.postprocessing.cross_validation) predicts the cases it was validated on with its
 checkpoint, as segnet-evaluate does but without any postprocessing; every case is scored under
 each rule as it is predicted (segnet.postprocessing.decide), with region-based labels under each
 region's rule on top of those kept before it from its written label map, and the rules that raise
@@ -16,7 +17,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.image_files import read_label
 from segnet.data.input_check import check_inputs
@@ -29,6 +29,7 @@ from segnet.inference.loading import load_for_inference
 from segnet.inference.predictor import PredictionWriter, Predictor
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.metrics import nanmean
+from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ class ScoredCase:
 def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> dict[str, ScoredCase]:
     """Every validation case of one run, predicted and scored under each trial, by case name."""
     checkpoint = run / "checkpoints" / cfg.checkpoint
-    check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
     model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
     check_compatible(model, description, checkpoint)
     cases = select_cases(description, "validation", model.data, run / "splits.json")
@@ -79,7 +79,8 @@ def postprocess(cfg: DictConfig) -> dict[str, Any]:
     if OmegaConf.is_missing(cfg.data, "root") or not cfg.get("runs"):
         raise ConfigError(f"data.root and runs are required: {USAGE}")
     description = describe_dataset(str(cfg.data.root))
-    runs = [Path(run) for run in cfg.runs]
+    kept, left_out = cross_validation_runs([Path(run) for run in cfg.runs], cfg.checkpoint, description, USAGE)
+    runs = list(kept)
     output = Path(cfg.paths.output_dir)
     folds = [fold_scores(run, cfg, description, output / f"run_{i}") for i, run in enumerate(runs)]
     cases = [case for fold in folds for case in fold.values()]
@@ -90,7 +91,7 @@ def postprocess(cfg: DictConfig) -> dict[str, Any]:
         rules, means = decide_regions((case.scores for case in cases), description.regions, names,
                                       lambda trial: rescored(cases, trial, description))
     record = {**rules.to_json(), "decided_on": {
-        "runs": [str(run.resolve()) for run in runs], "cases": len(cases),
+        "runs": [str(run.resolve()) for run in runs], "left_out": left_out, "cases": len(cases),
         "case_names": sorted({name for fold in folds for name in fold}),
         "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
         "mean_dice_per_class": {trial: dict(zip(names, values, strict=True)) for trial, values in means.items()}}}

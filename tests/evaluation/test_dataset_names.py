@@ -4,6 +4,7 @@ summary.json would report each class's scores under another class's name."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -12,9 +13,11 @@ from helpers.checkpoints import MODEL_3D, rename_in_dataset_json, run_data, writ
 from helpers.data import write_decathlon
 from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
+from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluate import evaluate
 from segnet.evaluation.evaluator import check_compatible
+from segnet.generated.tumour import CHANNELS, write_tumour_dataset
 from segnet.inference.loading import load_checkpoint
 from segnet.inference.names import Names, check_same_names
 
@@ -55,3 +58,41 @@ def test_evaluate_refuses_a_dataset_named_otherwise_before_it_writes_anything(tm
     with pytest.raises(ConfigError, match=re.escape(refused.format(json=root / "dataset.json", ckpt=checkpoint))):
         evaluate(cfg)
     assert not (tmp_path / "eval" / "summary.json").exists()
+
+
+BRATS = Regions(values=((1, 2, 3), (2, 3), (3,)), class_order=(1, 2, 3))  # nnU-Net's conversion of BraTS
+
+
+def test_regions_over_other_label_values_are_refused_region_by_region():
+    names = ("background", "whole", "core", "enhancing")
+    trained = Names(("T1",), names, "run.ckpt", BRATS)
+    check_same_names(trained, Names(("T1",), names, "dataset.json", BRATS), "advice")
+    other_order = Regions(BRATS.values, (1, 2, 2))
+    with pytest.raises(ConfigError, match=re.escape(
+            "region enhancing is written as label value 2 (regions_class_order) in dataset.json but 3 in run.ckpt "
+            "(the same label values in each region are needed): advice")):
+        check_same_names(trained, Names(("T1",), names, "dataset.json", other_order), "advice")
+    with pytest.raises(ConfigError, match=re.escape(
+            "regions none (a class per label value) in dataset.json but [[1, 2, 3], [2, 3], [3]] "
+            "(regions_class_order [1, 2, 3]) in run.ckpt")):
+        check_same_names(trained, Names(("T1",), names, "dataset.json"), "advice")
+
+
+def test_a_region_model_is_refused_on_a_dataset_that_numbers_its_regions_otherwise(tmp_path):
+    # trained on nnU-Net's BraTS values (3 = enhancing), given BraTS 2021's (4 = enhancing): a
+    # perfect prediction would score the whole tumour alone
+    checkpoint = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    classes = ("background", "whole_tumor", "tumor_core", "enhancing_tumor")
+    write_checkpoint(checkpoint, {**MODEL_3D, "in_channels": len(CHANNELS), "out_channels": 3},
+                     {**run_data(classes, CHANNELS), "regions": BRATS.settings()})
+    root = write_tumour_dataset(tmp_path / "Tumour", cases=2, size=16)
+    spec = json.loads((root / "dataset.json").read_text())
+    spec.update(labels={"background": 0, "whole_tumor": [1, 2, 4], "tumor_core": [1, 4], "enhancing_tumor": 4},
+                regions_class_order=[2, 1, 4])
+    (root / "dataset.json").write_text(json.dumps(spec))
+    model = load_checkpoint(checkpoint, backend="python")
+    with pytest.raises(ConfigError, match=re.escape(
+            f"region enhancing_tumor covers label values [4] in {root}/dataset.json but [3] in {checkpoint}; "
+            f"region enhancing_tumor is written as label value 4 (regions_class_order) in {root}/dataset.json but 3 "
+            f"in {checkpoint} (the same label values in each region are needed): score on a dataset")):
+        check_compatible(model, describe_dataset(str(root)), checkpoint)

@@ -189,3 +189,18 @@ def test_a_dataset_that_numbers_the_classes_otherwise_is_refused_before_anything
     with pytest.raises(ConfigError, match=re.escape(f"{refused}{checkpoint}")):
         postprocess(cfg)
     assert not (run / FILE).exists()
+
+
+def test_postprocess_leaves_out_a_run_that_trained_on_its_validation_cases(tmp_path):
+    # data.fold=all validates on its training cases: rules chosen on them would be chosen in-sample
+    root = write_decathlon(tmp_path / "Task", cases=4)
+    fold, every_case = tmp_path / "fold0", tmp_path / "all"
+    for run, data in ((fold, run_data()), (every_case, {**run_data(), "fold": "all"})):
+        write_checkpoint(run / "checkpoints" / "final.ckpt", MODEL_3D, data)
+    record = postprocess(compose_config([f"data.root={root}", f"runs=[{every_case},{fold}]", "tta=false",
+                                         "op=python", "device=cpu"], output_dir=tmp_path / "decided",
+                                        name="postprocess"))
+    assert record["decided_on"]["runs"] == [str(fold.resolve())] and record["decided_on"]["cases"] == 2
+    assert record["decided_on"]["left_out"] == {
+        str(every_case.resolve()): "it trained on 4 of its 4 validation case(s) (data.fold=all)"}
+    assert (fold / FILE).is_file() and not (every_case / FILE).exists()
