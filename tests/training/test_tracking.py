@@ -4,12 +4,15 @@ extra that installs it."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
+import shutil
 
 import pytest
 
-from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config
+from helpers.stops import signal_at
+from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config, tiny_overrides
 from segnet.errors import ConfigError
 from segnet.training.checks import check_training_config
 
@@ -47,3 +50,36 @@ def test_a_missing_tracking_library_is_named_with_its_extra(monkeypatch, logger,
                                           r"pip install -e '\.\[tracking\]'"):
         check_training_config(compose_config([f"logger=[tensorboard,{logger}]"]))
     check_training_config(compose_config(["logger=csv"]))  # the others need nothing more
+
+
+def csv_rows(run) -> list[dict[str, str]]:
+    with open(run / "csv" / "metrics.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def logged(rows: list[dict[str, str]]) -> list[tuple[int, list[str]]]:
+    """Each row's step and the keys it has values of."""
+    return [(int(row["step"]), sorted(key for key, value in row.items() if value and key != "step")) for row in rows]
+
+
+def test_a_resumed_run_continues_its_csv_log(tmp_path):
+    from segnet.training.train import train
+
+    run = tmp_path / "run"
+    overrides = [*tiny_overrides(), "op=python", "logger=csv", "trainer.max_epochs=3"]  # 2 steps an epoch
+    with pytest.raises(SystemExit):
+        train(compose_config([*overrides, *signal_at("SIGTERM", 3, "training")], output_dir=run))
+    before_stop = csv_rows(run)
+    assert {step for step, _ in logged(before_stop)} == set(range(3))
+    stopped_at = tmp_path / "stopped_at_3.ckpt"
+    shutil.copy(run / "checkpoints" / "last.ckpt", stopped_at)
+    train(compose_config(overrides, output_dir=run))
+    resumed = csv_rows(run)
+    assert resumed[:len(before_stop)] == before_stop  # the steps before the stop, as they were logged
+    assert [step for step, _ in logged(resumed[len(before_stop):])][0] == 3
+    # As if the run had logged steps 3 to 6 and then died before saving a checkpoint past step 3:
+    # resumed from there again, it logs those steps once.
+    shutil.copy(stopped_at, run / "checkpoints" / "last.ckpt")
+    train(compose_config(overrides, output_dir=run))
+    again = csv_rows(run)
+    assert again[:len(before_stop)] == before_stop and logged(again) == logged(resumed)
