@@ -5,7 +5,7 @@ class, or one sigmoid per region); ${runnable_backends:} is the sweep list of op
 machine can run; ${sqlite_file:PATH} is the SQLite URL of a database file, its folder made (a
 search's study lives in its sweep folder, which Hydra makes only once the first trial starts);
 ${search_study:ROOT,FOLDS,FOLD,OBJECTIVE} names a search's study by what its trials are compared
-on."""
+on; ${mlflow_artifacts:TRACKING_URI} is where MLflow keeps a run's files: beside a SQLite store."""
 
 from __future__ import annotations
 
@@ -60,6 +60,17 @@ def search_study(dataset_root: str | None, folds, fold, objective: str) -> str:
     return "-".join([*dataset, scored, str(objective)])
 
 
+def mlflow_artifacts(tracking_uri: str) -> str | None:
+    """mlruns/ beside a SQLite store (sqlite:///PATH, PATH relative to the working folder as
+    SQLAlchemy reads it), as a file URI. MLflow's own default, ./mlruns, is taken from the working
+    folder of whichever run creates the experiment. None, MLflow's choice, for other stores: a
+    server's own artifact store, a file store's own folder."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = tracking_uri.removeprefix("sqlite:///").partition("?")[0]
+    return (Path(os.path.abspath(database)).parent / "mlruns").as_uri()
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
@@ -71,3 +82,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("sqlite_file", sqlite_file)
     if not OmegaConf.has_resolver("search_study"):
         OmegaConf.register_new_resolver("search_study", search_study)
+    if not OmegaConf.has_resolver("mlflow_artifacts"):
+        OmegaConf.register_new_resolver("mlflow_artifacts", mlflow_artifacts)

@@ -8,11 +8,13 @@ import csv
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from helpers.stops import signal_at
 from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config, tiny_overrides
+from segnet.config import mlflow_artifacts
 from segnet.errors import ConfigError
 from segnet.training.checks import check_training_config
 
@@ -83,3 +85,27 @@ def test_a_resumed_run_continues_its_csv_log(tmp_path):
     train(compose_config(overrides, output_dir=run))
     again = csv_rows(run)
     assert again[:len(before_stop)] == before_stop and logged(again) == logged(resumed)
+
+
+def tracked_runs(store: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    return client.search_runs([client.get_experiment_by_name("segnet").experiment_id])
+
+
+def test_mlflow_keeps_a_run_s_files_beside_its_store_whatever_the_working_folder(tmp_path, monkeypatch):
+    from segnet.training.train import train
+
+    store, elsewhere = tmp_path / "store" / "mlflow.db", tmp_path / "elsewhere"
+    store.parent.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the folder the run starts in, as it would be for any one run
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    train(compose_config([*tiny_overrides(), "op=python", "logger=mlflow"], output_dir=tmp_path / "run"))
+    (tracked,) = tracked_runs(f"sqlite:///{store}")
+    assert tracked.info.artifact_uri == f"{(store.parent / 'mlruns').as_uri()}/{tracked.info.run_id}/artifacts"
+    assert (store.parent / "mlruns" / tracked.info.run_id / "artifacts" / "metrics.json").is_file()
+    assert not any(elsewhere.iterdir())
+    assert mlflow_artifacts("sqlite:///mlflow.db") == (Path.cwd() / "mlruns").as_uri()  # a store in the working folder
+    assert mlflow_artifacts("http://tracking:5000") is None  # a server keeps them where it is set to
