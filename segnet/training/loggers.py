@@ -6,13 +6,21 @@ resume adds an event file beside the earlier ones, and TensorBoard reads them to
 from __future__ import annotations
 
 import csv
+import logging
+from argparse import Namespace
 from typing import Any
 
 from lightning.fabric.loggers.logger import rank_zero_experiment
-from lightning.pytorch.loggers import CSVLogger
+from lightning.fabric.utilities.logger import _convert_params, _flatten_dict
+from lightning.pytorch.loggers import CSVLogger, MLFlowLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
+from segnet.cluster import is_first_process
 from segnet.training.resume import saved_state
+
+log = logging.getLogger(__name__)
+RUN_FOLDER_TAG = "run_folder"  # the MLflow tag that names a run's folder (conf/logger/mlflow.yaml)
 
 
 class ContinuedMetricsWriter(ExperimentWriter):
@@ -56,3 +64,42 @@ class ResumableCSVLogger(CSVLogger):
             step = saved_state(self.resumed_from)["global_step"] if self.resumed_from else None
             self._experiment = ContinuedMetricsWriter(self.log_dir, step)
         return self._experiment
+
+
+def folder_run(tracking_uri: str | None, experiment_name: str, run_folder: str | None) -> str | None:
+    """The id of the experiment's newest MLflow run tagged with `run_folder`: the one whose
+    checkpoints the folder holds (a fresh start there, ckpt_path=null, is a newer run)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None or run_folder is None:
+        return None
+    quote = "'" if "'" not in run_folder else '"'
+    found = client.search_runs([experiment.experiment_id], f"tags.{RUN_FOLDER_TAG} = {quote}{run_folder}{quote}",
+                               order_by=["attributes.start_time DESC"], max_results=1)
+    return found[0].info.run_id if found else None
+
+
+class ResumableMLFlowLogger(MLFlowLogger):
+    """Lightning's MLFlowLogger. A run resumed from `resumed_from` goes on logging into the MLflow
+    run tagged with its run folder, as Lightning does given that run's run_id, instead of starting
+    a second one; a run_id given names the run itself."""
+
+    def __init__(self, *, resumed_from: str | None = None, run_id: str | None = None, **settings: Any):
+        if resumed_from is not None and run_id is None and is_first_process():  # the only process that logs
+            run_id = folder_run(settings.get("tracking_uri"), settings.get("experiment_name", "lightning_logs"),
+                                (settings.get("tags") or {}).get(RUN_FOLDER_TAG))
+        super().__init__(run_id=run_id, **settings)
+
+    @rank_zero_only
+    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
+        """The parameters the run has not logged yet. MLflow refuses to change a logged one, which
+        a continued run may (a resume's data.num_workers, its ckpt_path): that keeps its first value."""
+        given = _flatten_dict(_convert_params(params))
+        logged = self.experiment.get_run(self.run_id).data.params
+        changed = sorted(key for key, value in given.items() if key in logged and logged[key] != str(value)[:250])
+        if changed:
+            log.warning("MLflow run %s keeps the first value of %s, which this attempt changed", self.run_id,
+                        ", ".join(changed))
+        super().log_hyperparams({key: value for key, value in given.items() if key not in logged})

@@ -109,3 +109,22 @@ def test_mlflow_keeps_a_run_s_files_beside_its_store_whatever_the_working_folder
     assert not any(elsewhere.iterdir())
     assert mlflow_artifacts("sqlite:///mlflow.db") == (Path.cwd() / "mlruns").as_uri()  # a store in the working folder
     assert mlflow_artifacts("http://tracking:5000") is None  # a server keeps them where it is set to
+
+
+def test_a_resumed_run_goes_on_in_its_own_mlflow_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from segnet.training.train import train
+
+    store, run = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "run"
+    overrides = [*tiny_overrides(), "op=python", "logger=mlflow", f"logger.mlflow.tracking_uri={store}"]
+    stopped = signal_at("SIGTERM", 1, "training")  # 2 steps an epoch
+    with pytest.raises(SystemExit):
+        train(compose_config([*overrides, "trainer.max_epochs=2", *stopped], output_dir=run))
+    train(compose_config([*overrides, "trainer.max_epochs=2"], output_dir=run))
+    # trained on once it had finished: a configuration that differs from the one MLflow has
+    train(compose_config([*overrides, "trainer.max_epochs=3"], output_dir=run))
+    (tracked,) = tracked_runs(store)
+    steps = [metric.step for metric in MlflowClient(store).get_metric_history(tracked.info.run_id, "train/loss")]
+    assert tracked.info.status == "FINISHED" and sorted(steps) == list(range(6))
+    assert tracked.data.params["config.trainer.max_epochs"] == "2"  # MLflow keeps a parameter's first value
