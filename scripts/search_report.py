@@ -1,11 +1,11 @@
 """Report of an Optuna search: python scripts/search_report.py SWEEP_DIR
 
 For a sweep of hydra/sweeper=optuna whose study lives in SWEEP_DIR/optuna.db (experiment=search_loss
-keeps it there), every trial: its number, state, objective and parameters, best first. Writes
-search.md (what it prints) and search.png (each trial's objective in the order they ran, and the
-best so far) into SWEEP_DIR. Comparing the best trial with the
-defaults per case, paired, is the ablation report's job: train both over the same folds and
-seeds as one sweep and run scripts/ablation_report.py on it.
+keeps each study there, in multirun/search_loss/<study>), every trial: its number, state, objective
+and parameters, best first. Writes search.md (what it prints) and search.png (each trial's
+objective in the order they ran, and the best so far) into SWEEP_DIR. Comparing the best trial
+with the defaults per case, paired, is the ablation report's job: train both over the same folds
+and seeds as one sweep and run scripts/ablation_report.py on it.
 """
 
 from __future__ import annotations
@@ -68,8 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweep_dir", type=Path)
     args = parser.parse_args(argv)
     if not (args.sweep_dir / STORAGE).is_file():
-        parser.error(f"{args.sweep_dir} has no {STORAGE}; pass the sweep folder of experiment=search_loss, or "
-                     "one whose hydra.sweeper.storage was sqlite:///<sweep folder>/optuna.db")
+        studies = sorted(path.parent.name for path in args.sweep_dir.glob(f"*/{STORAGE}"))
+        if studies:  # multirun/search_loss: experiment=search_loss keeps each study in a folder of its own
+            parser.error(f"{args.sweep_dir} holds the searches {', '.join(studies)}; pass one of their folders")
+        parser.error(f"{args.sweep_dir} has no {STORAGE}; pass the sweep folder of experiment=search_loss "
+                     "(multirun/search_loss/<study>), or one whose hydra.sweeper.storage was "
+                     "sqlite:///<sweep folder>/optuna.db")
     study = load_study(args.sweep_dir)
     best = study.best_trial
     text = (f"# Search {study.study_name}: {len(study.trials)} trial(s), {study.direction.name.lower()}\n\n"

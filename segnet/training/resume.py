@@ -109,12 +109,16 @@ def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
             if key not in RESUMABLE and before.get(key, missing) != now.get(key, missing)]
 
 
+def saved_state(checkpoint: str) -> dict[str, Any]:
+    """A checkpoint's contents, read weights-only and memory-mapped: its tensors are read if used."""
+    with refusing_unsafe(checkpoint):
+        return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+
+
 def check_same_run(checkpoint: str, hparams: dict[str, Any], given: str) -> None:
     """Stops when `checkpoint` was trained with another configuration than `hparams` (this run's
     SegmentationModule hyperparameters); `given` is the ckpt_path the user gave."""
-    with refusing_unsafe(checkpoint):
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("hyper_parameters", {})
-    found = differences(saved, hparams)
+    found = differences(saved_state(checkpoint).get("hyper_parameters", {}), hparams)
     if found:
         shown = found[:8] + ([f"and {len(found) - 8} more"] if len(found) > 8 else [])
         raise ConfigError(

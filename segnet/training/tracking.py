@@ -22,8 +22,9 @@ from segnet.errors import ConfigError
 if TYPE_CHECKING:  # the check runs before Lightning is imported
     from lightning.pytorch.loggers import Logger
 
-# The library each optional logger needs, by its class's name.
-NEEDS = {"MLFlowLogger": "mlflow", "WandbLogger": "wandb"}
+# The library each optional logger needs, by its class's name (conf/logger/ chooses segnet's
+# resumable MLFlowLogger; Lightning's is there for a configuration of one's own).
+NEEDS = {"ResumableMLFlowLogger": "mlflow", "MLFlowLogger": "mlflow", "WandbLogger": "wandb"}
 EXTRA = "pip install -e '.[tracking]'"
 
 

@@ -98,12 +98,14 @@ def read_batch_logs(folder: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("rank*.json"))]
 
 
-def compose_config(overrides: list[str], output_dir: Path | None = None, name: str = "train") -> DictConfig:
-    """conf/<name>.yaml (training's by default) with these overrides, as its command composes it."""
+def compose_config(overrides: list[str], output_dir: Path | None = None, name: str = "train",
+                   with_hydra: bool = False) -> DictConfig:
+    """conf/<name>.yaml (training's by default) with these overrides, as its command composes it;
+    with_hydra: with the hydra node (the sweeper's and the sweep folder's settings) too."""
     register_resolvers()
     extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name=name, overrides=overrides + extra)
+        return compose(config_name=name, overrides=overrides + extra, return_hydra_config=with_hydra)
 
 
 def tiny_overrides(spatial_dims: int = 2) -> list[str]:

@@ -41,6 +41,36 @@ def test_a_two_trial_optuna_sweep_keeps_the_trial_with_the_higher_objective(tmp_
     assert f"objective {max(trials.values()):.4f}" in report and (sweep / "search.png").is_file()
 
 
+def test_a_search_goes_on_with_its_own_study_and_one_on_other_data_or_folds_starts_its_own(tmp_path, monkeypatch):
+    """Optuna's sweeper loads the study its name and storage find: a fixed name would make the
+    searches of two datasets one study, with one best trial."""
+    monkeypatch.chdir(tmp_path)  # the sweep folder is relative; naming its storage makes it
+
+    def study(*overrides: str) -> tuple[str, str, str]:
+        hydra = compose_config(["experiment=search_loss", *overrides], with_hydra=True).hydra
+        return hydra.sweeper.study_name, hydra.sweeper.storage, hydra.sweep.dir
+
+    name = "Dataset001_Lung-fold_0-val_dice_mean"
+    lung = study("data.root=/data/Dataset001_Lung")
+    assert lung == (name, f"sqlite:///{tmp_path.resolve()}/multirun/search_loss/{name}/optuna.db",
+                    f"multirun/search_loss/{name}")
+    assert study("data.root=/scratch/Dataset001_Lung/") == lung  # the same search, its dataset moved
+    others = [study("data.root=/data/Dataset002_Liver"), study("data.root=/data/Dataset001_Lung", "folds=[0,1,2]"),
+              study("data.root=/data/Dataset001_Lung", "data.fold=1"),
+              study("data.root=/data/Dataset001_Lung", "objective=best_val_dice_mean")]
+    assert len({*others, lung}) == 5 and all(set(other).isdisjoint(lung) for other in others)
+
+
+def test_the_search_report_given_the_searches_folder_names_their_studies(tmp_path, capsys):
+    for name in ("Dataset001_Lung-fold_0-val_dice_mean", "Dataset002_Liver-folds_0_1-val_dice_mean"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / search_report.STORAGE).touch()
+    with pytest.raises(SystemExit):
+        search_report.main([str(tmp_path)])
+    assert (f"{tmp_path} holds the searches Dataset001_Lung-fold_0-val_dice_mean, "
+            "Dataset002_Liver-folds_0_1-val_dice_mean; pass one of their folders") in capsys.readouterr().err
+
+
 def test_the_preset_search_is_modeled_by_tpe_after_its_random_start():
     """TPE draws its first n_startup_trials at random; with Optuna's default of 10 a 10-trial search
     would be a random one."""

@@ -4,12 +4,17 @@ extra that installs it."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
-from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config
+from helpers.stops import signal_at
+from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config, tiny_overrides
+from segnet.config import mlflow_artifacts
 from segnet.errors import ConfigError
 from segnet.training.checks import check_training_config
 
@@ -47,3 +52,79 @@ def test_a_missing_tracking_library_is_named_with_its_extra(monkeypatch, logger,
                                           r"pip install -e '\.\[tracking\]'"):
         check_training_config(compose_config([f"logger=[tensorboard,{logger}]"]))
     check_training_config(compose_config(["logger=csv"]))  # the others need nothing more
+
+
+def csv_rows(run) -> list[dict[str, str]]:
+    with open(run / "csv" / "metrics.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def logged(rows: list[dict[str, str]]) -> list[tuple[int, list[str]]]:
+    """Each row's step and the keys it has values of."""
+    return [(int(row["step"]), sorted(key for key, value in row.items() if value and key != "step")) for row in rows]
+
+
+def test_a_resumed_run_continues_its_csv_log(tmp_path):
+    from segnet.training.train import train
+
+    run = tmp_path / "run"
+    overrides = [*tiny_overrides(), "op=python", "logger=csv", "trainer.max_epochs=3"]  # 2 steps an epoch
+    with pytest.raises(SystemExit):
+        train(compose_config([*overrides, *signal_at("SIGTERM", 3, "training")], output_dir=run))
+    before_stop = csv_rows(run)
+    assert {step for step, _ in logged(before_stop)} == set(range(3))
+    stopped_at = tmp_path / "stopped_at_3.ckpt"
+    shutil.copy(run / "checkpoints" / "last.ckpt", stopped_at)
+    train(compose_config(overrides, output_dir=run))
+    resumed = csv_rows(run)
+    assert resumed[:len(before_stop)] == before_stop  # the steps before the stop, as they were logged
+    assert [step for step, _ in logged(resumed[len(before_stop):])][0] == 3
+    # As if the run had logged steps 3 to 6 and then died before saving a checkpoint past step 3:
+    # resumed from there again, it logs those steps once.
+    shutil.copy(stopped_at, run / "checkpoints" / "last.ckpt")
+    train(compose_config(overrides, output_dir=run))
+    again = csv_rows(run)
+    assert again[:len(before_stop)] == before_stop and logged(again) == logged(resumed)
+
+
+def tracked_runs(store: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    return client.search_runs([client.get_experiment_by_name("segnet").experiment_id])
+
+
+def test_mlflow_keeps_a_run_s_files_beside_its_store_whatever_the_working_folder(tmp_path, monkeypatch):
+    from segnet.training.train import train
+
+    store, elsewhere = tmp_path / "store" / "mlflow.db", tmp_path / "elsewhere"
+    store.parent.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the folder the run starts in, as it would be for any one run
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    train(compose_config([*tiny_overrides(), "op=python", "logger=mlflow"], output_dir=tmp_path / "run"))
+    (tracked,) = tracked_runs(f"sqlite:///{store}")
+    assert tracked.info.artifact_uri == f"{(store.parent / 'mlruns').as_uri()}/{tracked.info.run_id}/artifacts"
+    assert (store.parent / "mlruns" / tracked.info.run_id / "artifacts" / "metrics.json").is_file()
+    assert not any(elsewhere.iterdir())
+    assert mlflow_artifacts("sqlite:///mlflow.db") == (Path.cwd() / "mlruns").as_uri()  # a store in the working folder
+    assert mlflow_artifacts("http://tracking:5000") is None  # a server keeps them where it is set to
+
+
+def test_a_resumed_run_goes_on_in_its_own_mlflow_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from segnet.training.train import train
+
+    store, run = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "run"
+    overrides = [*tiny_overrides(), "op=python", "logger=mlflow", f"logger.mlflow.tracking_uri={store}"]
+    stopped = signal_at("SIGTERM", 1, "training")  # 2 steps an epoch
+    with pytest.raises(SystemExit):
+        train(compose_config([*overrides, "trainer.max_epochs=2", *stopped], output_dir=run))
+    train(compose_config([*overrides, "trainer.max_epochs=2"], output_dir=run))
+    # trained on once it had finished: a configuration that differs from the one MLflow has
+    train(compose_config([*overrides, "trainer.max_epochs=3"], output_dir=run))
+    (tracked,) = tracked_runs(store)
+    steps = [metric.step for metric in MlflowClient(store).get_metric_history(tracked.info.run_id, "train/loss")]
+    assert tracked.info.status == "FINISHED" and sorted(steps) == list(range(6))
+    assert tracked.data.params["config.trainer.max_epochs"] == "2"  # MLflow keeps a parameter's first value
