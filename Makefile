@@ -27,7 +27,7 @@ lint: $(STAMP)  ## ruff, with the rules in pyproject.toml
 	$(PYTHON) -m ruff check .
 
 # Two pytest-xdist workers: much of the suite waits on compilers, subprocesses and files, so two
-# keep both cores busy (docs/testing.md has the times); PYTEST_WORKERS=0 runs in one process.
+# keep both cores busy (docs/results/test-times.md has the times); PYTEST_WORKERS=0 runs in one process.
 # worksteal: an idle worker takes half of the other's queue, so neither ends alone on a long test.
 PYTEST_WORKERS ?= 2
 XDIST = -n $(PYTEST_WORKERS) --dist worksteal

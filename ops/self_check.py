@@ -6,7 +6,7 @@ not in a trained model. The explicit backend then stops with SelfCheckError nami
 its capability, the dtype and the error; backend='auto' falls back to python with a warning.
 
 The check costs a forward and a backward of a (2, 3, 8, 9[, 7]) tensor per case, once per process
-(docs/edge-op.md gives its measured cost); under torch.compile's tracing it is not run.
+(docs/edge-op-backends.md gives its measured cost); under torch.compile's tracing it is not run.
 """
 
 from __future__ import annotations

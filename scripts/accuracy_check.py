@@ -7,7 +7,7 @@ case, differing in intensity scale, contrast, bias field and noise, and the head
 view run from 28 % to 98 % air and whose folds hold out bands of the head) over a few folds and seeds, scores
 every validation case (the final weights' validation: Dice and surface Dice per case and class),
 and compares them with the record of the last accepted run (docs/accuracy-record.json, summarized in
-docs/performance.md) by the ablation statistics: per case, this run minus the record on the same
+docs/results/accuracy-record.md) by the ablation statistics: per case, this run minus the record on the same
 dataset, fold, seed, case and class, averaged over classes and seeds; the bootstrap interval over
 cases and Wilcoxon's p (segnet.evaluation.statistics.compare). A class absent from a case and not
 predicted scores 1 there, in the means and the differences alike, so a model that starts predicting

@@ -1,8 +1,13 @@
 """The README and docs/ say only what is true of the repository: every `segnet-*`, `python
 train.py`, `python -m ...`, `python scripts/...` and `make` command they show composes or
 parses (Hydra's config for the command, the script's own --help), every repository path they
-name exists, the configuration table lists every option, and no text of the repository refers to
-issues or sessions of its making."""
+name exists, every link and its anchor lands on a file and a heading, the configuration table
+lists every option, and no text of the repository refers to issues or sessions of its making.
+
+The docs are split by kind: guides in docs/ (each under GUIDE_WORDS), the measured tables in
+docs/results/ (each page saying its date, commit and machine), and docs/architecture.md, linked
+from the README; every page is linked from another, and every docs path or anchor that code,
+configuration, scripts or tests name exists."""
 
 from __future__ import annotations
 
@@ -27,8 +32,11 @@ from segnet.commands import Command
 from segnet.config import CONF, register_resolvers
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
+GUIDES = sorted((ROOT / "docs").glob("*.md"))
+RESULTS = sorted((ROOT / "docs" / "results").glob("*.md"))
 README_WORDS = 1500
+GUIDE_WORDS = 1500
 
 COMMAND_START = re.compile(r"^\$?\s*(segnet-[a-z]+|python3? train\.py|python3? -m [\w.]+|python3? scripts/\S+|"
                            r"bash scripts/\S+|make [\w-]+)")
@@ -189,7 +197,7 @@ def tracked() -> frozenset[str]:
     return frozenset(files) | {str(parent) for f in files for parent in Path(f).parents if str(parent) != "."}
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.relative_to(ROOT).as_posix())
 def test_every_repository_path_the_docs_name_exists(doc):
     missing = []
     for path, test in named_paths(doc):
@@ -211,12 +219,14 @@ def importable(dotted: str) -> bool:
     """Whether `dotted` is a module, or a name that a module defines."""
     module, _, name = dotted.rpartition(".")
     try:
-        return importlib.util.find_spec(dotted) is not None
+        if importlib.util.find_spec(dotted) is not None:
+            return True
     except ModuleNotFoundError:  # a name inside a module, not a submodule
-        return hasattr(importlib.import_module(module), name)
+        pass
+    return hasattr(importlib.import_module(module), name)  # find_spec gives None for a package's name
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.relative_to(ROOT).as_posix())
 def test_every_module_the_docs_name_imports(doc):
     """`segnet.x.y` in a doc is a module, or a name a module defines."""
     missing = [code for code in {c for c in re.findall(r"`([^`]+)`", doc.read_text()) if DOTTED.match(c)}
@@ -232,7 +242,7 @@ def listed_options(cell: str) -> set[str]:
 
 
 def test_the_group_table_lists_the_options_there_are():
-    table = (ROOT / "docs" / "training-and-clusters.md").read_text()
+    table = (ROOT / "docs" / "training.md").read_text()
     rows = dict(re.findall(r"^\| `([\w/]+)` \| (.+) \|$", table, re.MULTILINE))
     for group in sorted(p for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "paths")):
         options = {p.stem for p in group.glob("*.yaml")}
@@ -243,6 +253,93 @@ def test_the_group_table_lists_the_options_there_are():
 def test_the_readme_is_short():
     words = len((ROOT / "README.md").read_text().split())
     assert words <= README_WORDS, f"README.md has {words} words; move details into docs/"
+
+
+def test_every_guide_is_short():
+    long = {g.name: len(g.read_text().split()) for g in GUIDES if len(g.read_text().split()) > GUIDE_WORDS}
+    assert not long, f"guides over {GUIDE_WORDS} words (split them by task, move tables to docs/results/): {long}"
+
+
+def test_the_architecture_page_is_there_and_linked_from_the_readme():
+    architecture = ROOT / "docs" / "architecture.md"
+    assert architecture.is_file() and len(architecture.read_text().split()) <= GUIDE_WORDS
+    assert "docs/architecture.md" in linked_pages(ROOT / "README.md")
+
+
+def test_every_results_page_says_when_where_and_at_which_commit():
+    """Its date, commit and machine (or that they were not recorded), near its top."""
+    missing = {}
+    for page in RESULTS:
+        head = "\n".join(page.read_text().splitlines()[:25]).lower()
+        missing[page.name] = [word for word in ("date", "commit", "machine") if word not in head]
+    assert not any(missing.values()), {page: words for page, words in missing.items() if words}
+
+
+def test_every_page_is_linked_from_another():
+    linked = {target for doc in DOCS for target in linked_pages(doc) - {doc.relative_to(ROOT).as_posix()}}
+    pages = {doc.relative_to(ROOT).as_posix() for doc in DOCS[1:]}
+    assert not pages - linked, f"pages nothing links to: {sorted(pages - linked)}"
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@cache
+def anchors(path: Path) -> frozenset[str]:
+    """The anchors of a Markdown file's headings (outside code blocks), repeats numbered as GitHub does."""
+    seen: dict[str, int] = {}
+    found, in_block = set(), False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            in_block = not in_block
+        elif not in_block and re.match(r"^#{1,6} ", line):
+            base = slug(line.lstrip("#"))
+            found.add(base if base not in seen else f"{base}-{seen[base]}")
+            seen[base] = seen.get(base, 0) + 1
+    return frozenset(found)
+
+
+def links(doc: Path) -> list[tuple[str, str]]:
+    """A doc's relative links: (the target's repository path, its anchor or "")."""
+    found = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        full = (doc.parent / path).resolve() if path else doc
+        found.append((full.relative_to(ROOT).as_posix(), anchor))
+    return found
+
+
+def linked_pages(doc: Path) -> set[str]:
+    return {path for path, _ in links(doc) if path.endswith(".md")}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.relative_to(ROOT).as_posix())
+def test_every_link_and_anchor_lands(doc):
+    broken = [f"{path}#{anchor}" if anchor else path for path, anchor in links(doc)
+              if not (ROOT / path).exists() or (anchor and anchor not in anchors(ROOT / path))]
+    assert not broken, f"{doc.name} links to what is not there: {broken}"
+
+
+DOCS_PATH = re.compile(r"(?<![\w/.-])(docs/[\w/.-]*\w)(?:#([\w-]+))?")
+
+
+def test_every_docs_path_the_code_names_exists():
+    """Code, configuration, scripts, tests and the Makefile that cite docs/ cite a file (and a
+    heading) that is there."""
+    missing = []
+    for path in tracked_text():
+        if path.suffix == ".md" or path == Path(__file__):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for named, anchor in DOCS_PATH.findall(line):
+                target = ROOT / named
+                if not target.exists() or (anchor and anchor not in anchors(target)):
+                    missing.append(f"{path.relative_to(ROOT)}:{number}: {named}{'#' + anchor if anchor else ''}")
+    assert not missing, "\n".join(missing)
 
 
 def tracked_text() -> list[Path]:

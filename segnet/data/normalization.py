@@ -17,7 +17,7 @@ Names are matched casefolded, as nnU-Net matches them.
   Deciding it per volume, by whichever voxels happen to be zero, does not carry across scanners:
   a magnitude image stored in integers has an air background of exact zeros on a quiet scanner
   and of noise on another, and the same tissue then lands on different z-scores
-  (docs/data-and-planning.md).
+  (docs/results/resampling-and-normalization.md).
 The plan (one entry per channel) is part of the dataset's plan (segnet.planning.planner), stored in
 the checkpoint, and used as is by evaluation and prediction.
 """

@@ -19,7 +19,7 @@ What varies from case to case, as in a multi-site collection:
   bottom (below the ventricles and deep nuclei), folds 2 to 4 bands in between.
 
 A model that depends on how much air surrounds the head, or on its intensities' absolute scale,
-fails here on fold 0 (docs/performance.md, "Robust on real scans"). Train it in 2D. Each case is a
+fails here on fold 0 (docs/results/robust-on-real-scans.md). Train it in 2D. Each case is a
 function of the dataset's seed and its index.
 """
 

@@ -69,7 +69,7 @@ class EdgeUNet(nn.Module):
     centres the window, convolves, normalizes and activates, as nnU-Net's first layer, so that the
     features are the same for the input at any intensity scale and offset (normalized_stem). On the
     heads ablation "conv" helped without the crop to the anatomy and not with it, so the default
-    stays "residual" (docs/performance.md, "Robust on real scans").
+    stays "residual" (docs/results/robust-on-real-scans.md).
 
     ``encoder_blocks[i]`` residual units make encoder level i (the first of each strided, at
     least one; a longer list is cut to the levels): more of them deepen the encoder alone, as in
