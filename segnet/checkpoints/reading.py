@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from segnet.checkpoints.settings import RunSettings
+from segnet.checkpoints.settings import RunSettings, configuration_of
 from segnet.data.samples import FOREGROUND_SHARE
 from segnet.errors import ConfigError
 
@@ -82,7 +82,7 @@ def as_saved_now(hparams: dict[str, Any], recorded: Collection[str]) -> dict[str
     filled = {name: dict(section) if isinstance(section, dict) else section for name, section in hparams.items()}
     data = filled.get("data")
     if isinstance(data, dict) and "plan" in data and "spatial_dims" in data:
-        data["configuration"] = RunSettings.from_data(data).configuration
+        data["configuration"] = configuration_of(data)
     for key, value in IMPLIED.items():
         section, name = key.split(".")
         if key in recorded and isinstance(filled.get(section), dict):

@@ -15,6 +15,12 @@ from typing import Any
 from segnet.data.cropping import checked_crop
 
 
+def configuration_of(data: Mapping[str, Any]) -> str:
+    """The plan's configuration a run's data section trained; a run from before the plan named one
+    trained that of its spatial dims."""
+    return data.get("configuration") or f"{int(data['spatial_dims'])}d"
+
+
 @dataclass(frozen=True)
 class Geometry:
     """How a run's images are loaded, as its training loaded them."""
@@ -50,15 +56,14 @@ class RunSettings:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunSettings:
-        """The settings a run's data section holds; a run from before the plan named its
-        configuration trained that of its spatial dims."""
+        """The settings a run's data section holds."""
         dims = int(data["spatial_dims"])
         normalization, spacing, patch, stage = (data.get(key) for key in
                                                  ("normalization", "spacing", "patch_size", "previous_stage"))
         geometry = Geometry(None if normalization is None else tuple(dict(entry) for entry in normalization),
                             data.get("orientation", "RAS"), None if spacing is None else tuple(spacing),
                             data.get("crop"))
-        return cls(dims, data.get("configuration") or f"{dims}d", geometry, tuple(data["class_names"]),
+        return cls(dims, configuration_of(data), geometry, tuple(data["class_names"]),
                    int(data["in_channels"]), data.get("regions"), data.get("ignore_label"),
                    None if patch is None else tuple(patch), None if stage is None else tuple(stage),
                    data.get("fold"), data.get("plan"))
