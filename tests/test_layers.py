@@ -21,8 +21,8 @@ PACKAGE = ROOT / "segnet"
 LAYERS = (
     ("errors", "files", "cluster", "metrics", "monai_import"),
     ("topology_metrics",),
-    ("checkpoints",),
     ("data",),
+    ("checkpoints",),  # a run's settings load its images as data does (segnet.checkpoints.settings)
     ("generated",),
     ("config",),
     ("commands",),

@@ -11,6 +11,8 @@ import lightning as L
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
+from segnet.checkpoints.reading import read_whole
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """torch.save into a temporary file beside the target, flushed to disk, then renamed over it:
@@ -41,6 +43,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 def rewrite_callback_state(path: Path, callback: L.Callback) -> None:
     """`callback`'s state as it is now in the checkpoint at `path` (atomically): for a state that
     changes after the checkpoint was written, which a resume from it must see."""
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+    saved = read_whole(path)
     saved["callbacks"][callback.state_key] = callback.state_dict()
     AtomicCheckpointIO().save_checkpoint(saved, path)

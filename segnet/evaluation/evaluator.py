@@ -67,7 +67,7 @@ def run_split(description: DatasetDescription, data_hparams: dict[str, Any], spl
 def check_compatible(model: TrainedModel, description: DatasetDescription, checkpoint: Path) -> None:
     """The dataset names its channels and classes as the checkpoint's run did, in the same order,
     so that each score is reported under its own class's name."""
-    check_same_names(run_names(model.data, str(checkpoint)), dataset_names(description),
+    check_same_names(run_names(model.settings, str(checkpoint)), dataset_names(description),
                      "score on a dataset whose dataset.json names the channels and labels as the model's run did, "
                      "its label maps numbered alike")
 

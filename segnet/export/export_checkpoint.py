@@ -29,7 +29,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("device=auto: name the device the package will run on, device=cpu or device=cuda")
     # The fused op for that device: the export keeps it as one segnet_ops.edge_enhance node.
     model = load_for_inference(checkpoint, cfg.device, "cuda" if cfg.device == "cuda" else "cpp")
-    if model.data.get("previous_stage"):
+    if model.settings.previous_stage:
         raise ConfigError(f"{checkpoint} is a cascade, whose input includes its first stage's label map: an export "
                           "does not predict one yet; predict with segnet-predict ckpt_path=...")
     output = Path(cfg.output)

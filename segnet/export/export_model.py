@@ -12,11 +12,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ops.library import BASE_CUDA_ARCHS, NEWER_CUDA_ARCHS
 from segnet.checkpoints.paths import check_checkpoint_file
+from segnet.checkpoints.reading import run_settings
+from segnet.checkpoints.settings import RunSettings
 from segnet.errors import ConfigError
 from segnet.export.exporter import FORMATS, metadata_path
 from segnet.export.exporter import export_model as export_network
@@ -32,7 +33,6 @@ from segnet.inference.package import (
     segnet_version,
     source_digests,
 )
-from segnet.inference.predictor import SHARED_KEYS
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=BEST/best_configuration.json)"
@@ -80,9 +80,9 @@ def check_as_scored(choice_file: Path, choice: dict[str, Any], runs: list[Path],
                               f"replaced since; {again}")
 
 
-def model_entry(run: Path, index: int, digest: str, data: dict[str, Any]) -> dict[str, Any]:
+def model_entry(run: Path, index: int, digest: str, settings: RunSettings) -> dict[str, Any]:
     return {"file": f"models/{index}/{CHECKPOINT}", "sha256": digest, "run": str(run.resolve()),
-            "configuration": data.get("configuration") or f"{data['spatial_dims']}d", "fold": data.get("fold")}
+            "configuration": settings.configuration, "fold": settings.fold}
 
 
 def exported_members(index: int, checkpoint: Path, formats: list[str], device: str) -> dict[str, bytes]:
@@ -114,27 +114,26 @@ def export_model(cfg: DictConfig) -> dict[str, Any]:
     digests = [hashlib.sha256(content).hexdigest() for content in contents]
     if choice is not None:
         check_as_scored(Path(cfg.choice), choice, runs, checkpoint_name, digests)
-    settings = [torch.load(c, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
-                for c in checkpoints]
-    cascades = [str(run) for run, data in zip(runs, settings, strict=True) if data.get("previous_stage")]
+    settings = [run_settings(checkpoint) for checkpoint in checkpoints]
+    cascades = [str(run) for run, each in zip(runs, settings, strict=True) if each.previous_stage]
     if cascades:
         raise ConfigError(f"runs: {', '.join(cascades)} is a cascade, whose first stage lies in other run folders; "
                           "a package does not hold a cascade yet: predict with segnet-predict 'ckpt_path=[...]'")
-    for run, data in zip(runs[1:], settings[1:], strict=True):
-        for key in SHARED_KEYS:
-            if data.get(key) != settings[0].get(key):
-                raise ConfigError(f"runs: {run} trained data.{key}={data.get(key)} but {runs[0]} "
-                                  f"{settings[0].get(key)}; a package's models predict one dataset's classes")
-    rules = rules_for(postprocessing, runs)
     first = settings[0]
+    for run, each in zip(runs[1:], settings[1:], strict=True):
+        for key, value in each.shared().items():
+            if value != first.shared()[key]:
+                raise ConfigError(f"runs: {run} trained data.{key}={value} but {runs[0]} {first.shared()[key]}; "
+                                  "a package's models predict one dataset's classes")
+    rules = rules_for(postprocessing, runs)
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "segnet_version": segnet_version(),
         "segnet_source": source_digests(),
-        "models": [model_entry(run, i, digest, data)
-                   for i, (run, digest, data) in enumerate(zip(runs, digests, settings, strict=True))],
-        "class_names": first["class_names"], "in_channels": first["in_channels"],
-        "channel_names": [entry["channel"] for entry in first.get("normalization") or []],
-        "regions": first.get("regions"), "postprocessing": rules.to_json(), "tta": package_tta(choice),
+        "models": [model_entry(run, i, digest, each)
+                   for i, (run, digest, each) in enumerate(zip(runs, digests, settings, strict=True))],
+        "class_names": list(first.class_names), "in_channels": first.in_channels,
+        "channel_names": first.geometry.normalized_channels(), "regions": first.regions,
+        "postprocessing": rules.to_json(), "tta": package_tta(choice),
         "postprocessing_from": [str(p.resolve()) for p in rules_files(postprocessing, runs)],
         "choice": None if choice is None else {key: choice.get(key) for key in ("best", "configurations", "rule",
                                                                                  "means", "tta", "checkpoint")},

@@ -38,10 +38,9 @@ def export_model(model: TrainedModel, output: Path, export_format: str) -> dict[
     """Writes the package of a checkpoint's network (on its device) and its model.json; returns the
     metadata with the times it took."""
     net, device = model.net, model.device
-    data = dict(model.data)
     stride = list(net.downsampling)  # per axis
-    dims = int(data["spatial_dims"])
-    example = torch.zeros(2, int(data["in_channels"]), *[2 * s for s in stride], device=device)
+    dims, channels = model.settings.spatial_dims, model.settings.in_channels
+    example = torch.zeros(2, channels, *[2 * s for s in stride], device=device)
     dynamic = {0: torch.export.Dim("batch", min=1, max=MAX_BATCH)}
     # At least two strides per axis: one would leave the deepest level a single voxel, a size
     # the exported program specializes on.
@@ -62,10 +61,10 @@ def export_model(model: TrainedModel, output: Path, export_format: str) -> dict[
         "device": device.type,
         "torch": torch.__version__,
         "edge_op_nodes": sum(1 for n in program.graph.nodes if n.target == torch.ops.segnet_ops.edge_enhance.default),
-        "input": {"channels": int(data["in_channels"]), "spatial_dims": dims, "multiple_of": stride,
+        "input": {"channels": channels, "spatial_dims": dims, "multiple_of": stride,
                   "min_side": [2 * s for s in stride], "max_side": MAX_SIDE, "max_batch": MAX_BATCH,
                   "dtype": "float32"},
-        "data": data,
+        "data": dict(model.data),
         "inference": dict(model.inference),
         "seconds": {"export": export_seconds, "package": time.perf_counter() - start},
     }

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 import ops
-from segnet.checkpoints.reading import CheckpointError, read_checkpoint
+from segnet.checkpoints.reading import CheckpointError, not_segnet, read_checkpoint
 from segnet.errors import ConfigError
 from segnet.inference.trained_model import TrainedModel
 from segnet.model.network import build_network
@@ -22,8 +22,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backen
     checkpoint, weights = read_checkpoint(path)  # on the CPU: only the network's weights go to the device
     hparams = checkpoint.get("hyper_parameters")
     if not hparams or not {"model", "data", "inference"} <= hparams.keys() or not weights:
-        raise CheckpointError(f"{path} is not a checkpoint of segnet's training (it lacks the hyperparameters "
-                              "and weights it saves): use a run's checkpoints/best.ckpt or last.ckpt")
+        raise not_segnet(path)
     net = build_network(hparams["model"], backend)
     try:
         net.load_state_dict(weights)

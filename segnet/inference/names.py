@@ -10,10 +10,10 @@ prediction against another structure, so each region's values and the value it i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from segnet.checkpoints.settings import RunSettings
 from segnet.data.dataset_json import DatasetDescription
 from segnet.data.regions import Regions
 from segnet.errors import ConfigError
@@ -30,13 +30,11 @@ class Names:
     regions: Regions | None = None  # region-based labels: the values of the regions classes[1:] name
 
 
-def run_names(data: Mapping[str, Any], source: str) -> Names:
-    """The names of a run's data settings (a checkpoint's, or a run's being set up): its classes
-    (and regions), and its channels as its plan lists them (dataset.json's); a run on generated
-    data has no plan."""
-    plan = data.get("plan")
-    channels = tuple(entry["channel"] for entry in plan["normalization"]) if plan else None
-    return Names(channels, tuple(data["class_names"]), source, Regions.from_settings(data.get("regions")))
+def run_names(settings: RunSettings, source: str) -> Names:
+    """The names of a run's settings (a checkpoint's, or a run's being set up): its classes (and
+    regions), and its channels as its plan lists them (dataset.json's); a run on generated data
+    has no plan."""
+    return Names(settings.channel_names, settings.class_names, source, Regions.from_settings(settings.regions))
 
 
 def dataset_names(description: DatasetDescription) -> Names:

@@ -33,7 +33,6 @@ from monai.data import MetaTensor
 from monai.transforms import Invertd
 
 from segnet.data.cascade_input import network_input, one_hot, previous_values
-from segnet.data.cropping import checked_crop
 from segnet.data.dataset_json import Case, image_stem
 from segnet.data.derived import digest, file_digest
 from segnet.data.formats import IMAGE_ENDINGS
@@ -112,16 +111,6 @@ def label_map_of(probabilities: np.ndarray, regions: Regions | None) -> np.ndarr
     return regions.label_map(probabilities).astype(np.uint8)
 
 
-# how a model loads and predicts an image (a cascade: also the first stage it reads)
-PLAN_KEYS = ("spatial_dims", "normalization", "orientation", "spacing", "crop", "previous_stage")
-SHARED_KEYS = ("class_names", "regions", "in_channels")  # what every model of an ensemble must agree on
-
-
-def plan_key(data: dict[str, Any]) -> str:
-    """Which configuration a model's data settings make it (a model whose plan named no crop crops nothing)."""
-    return json.dumps([checked_crop(data.get(key)) if key == "crop" else data.get(key) for key in PLAN_KEYS])
-
-
 @dataclass
 class Configuration:
     """The models of one plan: loaded alike, their probabilities averaged on the plan's grid."""
@@ -135,11 +124,9 @@ class Configuration:
 
     @classmethod
     def of(cls, models: list[TrainedModel]) -> Configuration:
-        data = models[0].data
-        return cls(models, int(data["spatial_dims"]), {key: data.get(key, default) for key, default in
-                                                        (("normalization", None), ("orientation", "RAS"),
-                                                         ("spacing", None), ("crop", None))},
-                   data.get("previous_stage"))
+        settings = models[0].settings
+        stage = settings.previous_stage
+        return cls(models, settings.spatial_dims, settings.geometry.loading(), None if stage is None else list(stage))
 
     def plan(self) -> dict[str, Any]:
         return {"spatial_dims": self.spatial_dims, **self.geometry,
@@ -150,26 +137,25 @@ class Predictor:
     """Class probabilities of one image from one model or the mean of several, by configuration."""
 
     def __init__(self, models: list[TrainedModel], tta: bool = False):
-        first = models[0].data
+        first = models[0].settings
         for model in models[1:]:
-            other = model.data
-            for key in SHARED_KEYS:
-                if other.get(key) != first.get(key):
+            for key, value in model.settings.shared().items():
+                if value != first.shared()[key]:
                     raise ConfigError(
-                        f"the checkpoints of an ensemble must agree on data.{key}: {first.get(key)} vs "
-                        f"{other.get(key)}; ensemble models trained on the same dataset's channels and classes "
+                        f"the checkpoints of an ensemble must agree on data.{key}: {first.shared()[key]} vs "
+                        f"{value}; ensemble models trained on the same dataset's channels and classes "
                         "(their plans may differ: each predicts in its own)"
                     )
         by_plan: dict[str, list[TrainedModel]] = {}
         for model in models:
-            by_plan.setdefault(plan_key(model.data), []).append(model)
+            by_plan.setdefault(model.settings.plan_key(), []).append(model)
         self.configurations = [Configuration.of(members) for members in by_plan.values()]
         self.models = models
         self.tta = tta
-        self.class_names = list(first["class_names"])
-        self.in_channels = int(first["in_channels"])
-        self.ignore_label = first.get("ignore_label")
-        self.regions = Regions.from_settings(first.get("regions"))
+        self.class_names = list(first.class_names)
+        self.in_channels = first.in_channels
+        self.ignore_label = first.ignore_label
+        self.regions = Regions.from_settings(first.regions)
         stages = {json.dumps(c.previous_stage) for c in self.configurations if c.previous_stage}
         if len(stages) > 1:
             raise ConfigError(f"the cascades of an ensemble read different first stages ({', '.join(sorted(stages))}); "

@@ -10,19 +10,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from segnet.checkpoints.paths import check_checkpoint_file
+from segnet.checkpoints.reading import saved_data
 from segnet.data.dataset_json import DatasetDescription
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import run_split
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_data(checkpoint: Path) -> dict[str, Any]:
-    """The data settings a run's checkpoint holds (its weights are not read)."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["hyper_parameters"]["data"]
 
 
 def in_sample(folder: Path, data: dict[str, Any], description: DatasetDescription) -> str | None:
@@ -43,7 +37,7 @@ def cross_validation_runs(folders: list[Path], checkpoint_name: str, description
     for folder in folders:
         checkpoint = folder / "checkpoints" / checkpoint_name
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({usage})")
-        data = checkpoint_data(checkpoint)
+        data = saved_data(checkpoint)
         why = in_sample(folder, data, description)
         if why is None:
             kept[folder] = data

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from segnet.checkpoints.settings import RunSettings
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
 from segnet.data.derived import file_digest
 from segnet.data.input_check import check_inputs
@@ -67,8 +68,8 @@ def read_runs(folders: list[Path], checkpoint_name: str,
     grouped: dict[str, dict[str, Run]] = {}
     for folder, data in kept.items():
         checkpoint = folder / "checkpoints" / checkpoint_name
-        run = Run(folder, checkpoint, data.get("configuration") or f"{data['spatial_dims']}d", str(data.get("fold", 0)),
-                  file_digest(checkpoint))
+        settings = RunSettings.from_data(data)
+        run = Run(folder, checkpoint, settings.configuration, str(settings.fold), file_digest(checkpoint))
         by_fold = grouped.setdefault(run.configuration, {})
         if run.fold in by_fold:
             raise ConfigError(f"runs: {by_fold[run.fold].folder} and {folder} are both fold {run.fold} of "

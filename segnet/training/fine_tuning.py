@@ -2,10 +2,8 @@
 starts from another run's weights. Only the weights are taken, weights-only: the optimizer, the
 schedule and the step count start afresh, as in any new run.
 
-The run is planned as nnU-Net plans a dataset with a plan moved from another
-(nnUNetv2_move_plans_between_datasets): its patch and batch are its own, but its orientation,
-spacing and normalization (a CT channel's statistics included) are the source run's, so the
-network sees inputs on the grid and the intensity scale its weights learnt. Channels named
+The run is planned with a plan moved from the source run (segnet.planning.moved_plan): its patch
+and batch are its own, its orientation, spacing and normalization the source run's. Channels named
 otherwise and another normalization scheme are refused, both named, unless init_allow names them.
 
 Every tensor of the network must be in the checkpoint with its shape, but for the heads' rows,
@@ -25,19 +23,20 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.reading import read_checkpoint
+from segnet.checkpoints.settings import RunSettings
 from segnet.data.regions import Regions, output_names
 from segnet.errors import ConfigError
 from segnet.inference.names import check_same_names, run_names, shown
-from segnet.planning.plan import apply_plan, configuration_name
+from segnet.planning.moved_plan import apply_moved_plan
+from segnet.planning.plan import configuration_name
 
 log = logging.getLogger(__name__)
 HEADS = ("head.", "supervision_heads.")  # EdgeUNet's output convolutions: one channel per class
 ALLOWED = ("channels", "normalization")  # the differences from the source run init_allow may accept
-GEOMETRY = ("orientation", "slicing_axis", "target_spacing")  # the plan's grid, with each configuration's spacing
 
 
-def source_run(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """The data settings (class names, plan) and the network's weights of a checkpoint of segnet's
+def source_run(path: Path) -> tuple[RunSettings, dict[str, torch.Tensor]]:
+    """The settings (class names, plan) and the network's weights of a checkpoint of segnet's
     training, read weights-only."""
     if not path.is_file():
         raise ConfigError(f"model.init_from={path} is not a file; point it at a run's checkpoints/best.ckpt")
@@ -49,7 +48,7 @@ def source_run(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     if not data or "class_names" not in data:
         raise ConfigError(f"model.init_from={path} lacks the data settings segnet's training saves (class names, "
                           "plan), which fine-tuning matches this run to; point it at a run's checkpoints/best.ckpt")
-    return data, weights
+    return RunSettings.from_data(data), weights
 
 
 def allowed_differences(cfg: DictConfig) -> set[str]:
@@ -61,10 +60,10 @@ def allowed_differences(cfg: DictConfig) -> set[str]:
     return allowed
 
 
-def schemes(data: dict[str, Any]) -> tuple[str, ...] | None:
+def schemes(settings: RunSettings) -> tuple[str, ...] | None:
     """The normalization scheme of each channel of a run's inputs; None for generated data, which
     no plan normalizes."""
-    normalization = data.get("normalization")
+    normalization = settings.geometry.normalization
     return tuple(entry["scheme"] for entry in normalization) if normalization else None
 
 
@@ -80,42 +79,26 @@ def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, 
     source, _ = source_run(Path(path))
     data = OmegaConf.to_container(cfg.data, resolve=True)
     here = f"{data['root']}/dataset.json" if "root" in data else f"data={data['name']}"
+    own = RunSettings.from_data(data)
     if "channels" not in allowed:
-        check_same_names(run_names(source, f"model.init_from={path}"), run_names(data, here),
+        check_same_names(run_names(source, f"model.init_from={path}"), run_names(own, here),
                          "fine-tune from a run on these channels, or train anyway with init_allow=[channels]",
                          kinds=("channels",))
-    same_scale = schemes(source) == schemes(data)
+    same_scale = schemes(source) == schemes(own)
     if not same_scale and "normalization" not in allowed:
         raise ConfigError(
             f"model.init_from={path}'s run normalized its channels as {shown(schemes(source))} but this run "
-            f"normalizes them as {shown(schemes(data))} ({here}): its weights learnt inputs on another intensity "
+            f"normalizes them as {shown(schemes(own))} ({here}): its weights learnt inputs on another intensity "
             "scale. Fine-tune from a run on this modality, or train with this dataset's own normalization anyway "
             "with init_allow=[normalization]"
         )
-    if plan is None or not source.get("plan"):
+    if plan is None or not source.plan:
         return plan
-    trained = source.get("configuration") or f"{source['spatial_dims']}d"
-    if trained != configuration_name(cfg.data):
-        raise ConfigError(f"model.init_from={path} trained the {trained} configuration but this run trains "
-                          f"{configuration_name(cfg.data)}: its weights learnt another spacing. Fine-tune with "
-                          f"data.configuration={trained}")
-    moved = source["plan"]
-    # the source's schemes and statistics under this dataset's channel names, which its checkpoint then names
-    normalization = [{**entry, "channel": own["channel"]}
-                     for entry, own in zip(source["normalization"], plan["normalization"], strict=True)]
-    carried = {**plan, **{key: moved[key] for key in GEOMETRY}, "carried_from": str(path),
-               "configurations": {name: {**configuration, "spacing": moved["configurations"][name]["spacing"]}
-                                  for name, configuration in plan["configurations"].items()
-                                  if name in moved["configurations"]},
-               "normalization": normalization if same_scale else plan["normalization"]}
-    apply_plan(cfg.data, cfg.model, carried)  # its patch and batch are set already, and stay
-    if same_scale:  # apply_plan keeps the normalization already set (the dataset's, or one given with the same
-        cfg.data.normalization = normalization  # schemes): the source's statistics replace it
-    name = configuration_name(cfg.data)
-    log.info("model.init_from=%s: planned with its run's orientation %s and spacing %s, and %s normalization (this "
-             "dataset's own plan: %s, %s)", path, carried["orientation"], carried["configurations"][name]["spacing"],
-             "its" if same_scale else "this dataset's", plan["orientation"], plan["configurations"][name]["spacing"])
-    return carried
+    if source.configuration != configuration_name(cfg.data):
+        raise ConfigError(f"model.init_from={path} trained the {source.configuration} configuration but this run "
+                          f"trains {configuration_name(cfg.data)}: its weights learnt another spacing. Fine-tune with "
+                          f"data.configuration={source.configuration}")
+    return apply_moved_plan(cfg.data, cfg.model, plan, source, str(path), same_scale)
 
 
 def misfit(name: str, tensor: torch.Tensor, weights: dict[str, torch.Tensor]) -> str | None:
@@ -147,7 +130,7 @@ def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequenc
     the heads' rows by class or region name; returns the tensors left wholly as initialized
     (deep-supervision heads a checkpoint without them lacks)."""
     source, weights = source_run(Path(path))
-    source_regions = Regions.from_settings(source.get("regions"))
+    source_regions = Regions.from_settings(source.regions)
     if (source_regions is None) != (regions is None):
         kinds = ("regions (a sigmoid each)", "classes (a softmax)")
         raise ConfigError(f"model.init_from={path} trained {kinds[source_regions is None]} but this run trains "
@@ -161,7 +144,7 @@ def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequenc
                           + ". Fine-tune with the model settings the checkpoint was trained with (model.channels, "
                           "stem, strides, edge_placement, ...); only the classes may differ")
     outputs = output_names(class_names, regions)
-    rows = class_rows(output_names(source["class_names"], source_regions), outputs)
+    rows = class_rows(output_names(source.class_names, source_regions), outputs)
     fresh = [name for name in own if name not in weights]
     taken = {name: rows_by_class(weights[name], tensor, rows) if name.startswith(HEADS) else weights[name]
              for name, tensor in own.items() if name not in fresh}

@@ -16,8 +16,8 @@ from lightning.pytorch.loggers import CSVLogger, MLFlowLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
+from segnet.checkpoints.reading import saved_step
 from segnet.cluster import is_first_process
-from segnet.training.resume import saved_state
 
 log = logging.getLogger(__name__)
 RUN_FOLDER_TAG = "run_folder"  # the MLflow tag that names a run's folder (conf/logger/mlflow.yaml)
@@ -61,7 +61,7 @@ class ResumableCSVLogger(CSVLogger):
             self._fs.makedirs(self.root_dir, exist_ok=True)
             # Lightning logs a step's values under the number of optimizer steps before it, which
             # is what a checkpoint saves as its global_step.
-            step = saved_state(self.resumed_from)["global_step"] if self.resumed_from else None
+            step = saved_step(self.resumed_from) if self.resumed_from else None
             self._experiment = ContinuedMetricsWriter(self.log_dir, step)
         return self._experiment
 

@@ -28,6 +28,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from monai.data import MetaTensor
 
 import ops
+from segnet.checkpoints.settings import RunSettings
 from segnet.data.cascade_input import network_input
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.regions import Regions, foreground_units
@@ -86,10 +87,11 @@ class SegmentationModule(L.LightningModule):
         self.regions = Regions.from_settings(data.get("regions"))
         self.loss = TrainingLoss(loss, len(data["class_names"]), self.ignore_label,
                                  1 + len(self.net.supervision_heads), backend, self.regions)
-        dims = data["spatial_dims"]
+        self.settings = RunSettings.from_data(data)  # what the checkpoint's readers read back
+        dims = self.settings.spatial_dims
         # data.augment_on=device: the workers only crop (with a margin), the batch is augmented here
         no_affine = {} if data.get("affine_augmentation", True) else {"affine": 0.0}  # data.affine_augmentation=false
-        self.augmentation = (BatchAugmentation(dims, list(data["patch_size"])[:dims], probs=no_affine)
+        self.augmentation = (BatchAugmentation(dims, list(self.settings.patch_size)[:dims], probs=no_affine)
                              if data.get("augment_on") == "device" else None)
         self.class_names = list(data["class_names"])
         self.units = foreground_units(len(self.class_names), self.regions)  # what each score is of
@@ -128,7 +130,7 @@ class SegmentationModule(L.LightningModule):
         return parts["loss"]
 
     def predict_logits(self, image: torch.Tensor) -> torch.Tensor:
-        return predict_whole_image(self.net, image, self.hparams.data["spatial_dims"], self.hparams.inference)
+        return predict_whole_image(self.net, image, self.settings.spatial_dims, self.hparams.inference)
 
     def label_maps(self, logits: torch.Tensor) -> torch.Tensor:
         """(N, 1, *spatial) label maps of the network's logits: the argmax of the classes, or the

@@ -15,6 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
+from segnet.checkpoints.reading import saved_step
 from segnet.topology_metrics import TOPOLOGY_METRICS
 from segnet.training.callbacks import StepTimer
 from segnet.training.final_weights import FinalWeights
@@ -92,7 +93,7 @@ def checkpoint_step(path: Path) -> int | None:
     """The optimizer step a checkpoint was saved at (memory-mapped: the weights are not read)."""
     if not path.is_file():
         return None
-    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
+    return saved_step(path)
 
 
 def run_metrics(cfg: DictConfig, trainer: L.Trainer, module: SegmentationModule, final: FinalWeights,

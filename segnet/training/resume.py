@@ -16,13 +16,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
 from segnet.checkpoints.paths import one_checkpoint
-from segnet.checkpoints.reading import refusing_unsafe
-from segnet.data.samples import FOREGROUND_SHARE
+from segnet.checkpoints.reading import as_saved_now, saved_hyperparameters
 from segnet.errors import ConfigError
 from segnet.model.loss_terms import effective_loss
 
@@ -81,44 +79,23 @@ def flatten(section: Any, prefix: str) -> dict[str, Any]:
     return {key: value for name, part in section.items() for key, value in flatten(part, f"{prefix}.{name}").items()}
 
 
-# Settings a newer segnet records, as an older one worked without them: its stem, no crop to the
-# anatomy, two thirds of the crops on the foreground
-IMPLIED = {"model.stem": "residual", "data.crop": "none", "data.foreground_share": FOREGROUND_SHARE}
-
-
-def as_saved_now(saved: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's settings with what a newer segnet records and an older one implied: the plan's
-    configuration of a run that only recorded its spatial dims."""
-    data = saved.get("data")
-    if isinstance(data, dict) and "configuration" not in data and "plan" in data and "spatial_dims" in data:
-        saved = {**saved, "data": {**data, "configuration": f"{data['spatial_dims']}d"}}
-    return saved
-
-
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """`key: saved there, current here` for every setting of SECTIONS that differs."""
-    saved = as_saved_now(saved)
-    saved = {**saved, "loss": effective_loss(saved["loss"])} if "loss" in saved else saved
     current = {**current, "loss": effective_loss(current["loss"])}
-    before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}
     now = {k: v for s in SECTIONS for k, v in flatten(current[s], s).items()}
-    before |= {key: value for key, value in IMPLIED.items() if key not in before and key in now}
+    saved = as_saved_now(saved, now.keys())
+    saved = {**saved, "loss": effective_loss(saved["loss"])} if "loss" in saved else saved
+    before = {k: v for s in SECTIONS for k, v in flatten(saved.get(s, {}), s).items()}
     missing = object()
     return [f"{key}: {str(before.get(key, 'unset'))[:60]} there, {str(now.get(key, 'unset'))[:60]} now"
             for key in sorted(before.keys() | now.keys())
             if key not in RESUMABLE and before.get(key, missing) != now.get(key, missing)]
 
 
-def saved_state(checkpoint: str) -> dict[str, Any]:
-    """A checkpoint's contents, read weights-only and memory-mapped: its tensors are read if used."""
-    with refusing_unsafe(checkpoint):
-        return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-
-
 def check_same_run(checkpoint: str, hparams: dict[str, Any], given: str) -> None:
     """Stops when `checkpoint` was trained with another configuration than `hparams` (this run's
     SegmentationModule hyperparameters); `given` is the ckpt_path the user gave."""
-    found = differences(saved_state(checkpoint).get("hyper_parameters", {}), hparams)
+    found = differences(saved_hyperparameters(checkpoint), hparams)
     if found:
         shown = found[:8] + ([f"and {len(found) - 8} more"] if len(found) > 8 else [])
         raise ConfigError(
