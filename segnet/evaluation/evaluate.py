@@ -8,12 +8,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from segnet.checkpoints.paths import run_folder
 from segnet.data.input_check import check_inputs
 from segnet.evaluation.evaluation_arguments import evaluation_inputs
 from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
-from segnet.inference.loading import load_for_inference, run_folder
+from segnet.inference.loading import load_for_inference
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.topology_metrics import topology_classes
 
