@@ -147,7 +147,7 @@ def _exported_package(argument: str) -> str:
 
 
 segnet_predict = hydra_command("predict", "segnet.inference.predict:predict",
-                               "segnet.inference.prediction_arguments:check_prediction_arguments",
+                               "segnet.inference.prediction_arguments:prediction_inputs",
                                rewrite=_exported_package, output_folder=lambda output: output)
 """segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER (or model=PATH.pt2 for an export),
 like nnUNetv2_predict; conf/predict.yaml lists the options."""

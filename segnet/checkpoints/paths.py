@@ -1,6 +1,6 @@
 """The checkpoint files a command is given (ckpt_path=, one or a list), checked before anything
 is read: a missing file, or the final.ckpt of a run that has not finished, is a ConfigError that
-says what to give instead."""
+says what to give instead; and the run folder a checkpoint belongs to."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def check_checkpoint_file(path: Path, shown_as: str, what: str = BEST) -> None:
                           "best.ckpt to use the weights it has")
     if not path.is_file():
         raise ConfigError(f"{shown_as}={path} is not a file; point it at {what}")
+
+
+def run_folder(checkpoint: Path) -> Path:
+    """The run a checkpoint belongs to (<run>/checkpoints/<name>.ckpt), or its own folder."""
+    folder = checkpoint.resolve().parent
+    return folder.parent if folder.name == "checkpoints" else folder
 
 
 def one_checkpoint(cfg: DictConfig, purpose: str, what: str = BEST) -> Path:

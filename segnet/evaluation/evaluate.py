@@ -8,13 +8,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from segnet.data.input_check import check_inputs
+from segnet.checkpoints.paths import run_folder
+from segnet.evaluation.checkpoint_cases import checkpoint_cases
 from segnet.evaluation.evaluation_arguments import evaluation_inputs
-from segnet.evaluation.evaluator import Evaluator, check_compatible, select_cases, summarize, write_reports
+from segnet.evaluation.evaluator import Evaluator, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
-from segnet.inference.loading import load_for_inference, run_folder
-from segnet.inference.previous_stage import first_stage_maps
 from segnet.topology_metrics import topology_classes
 
 log = logging.getLogger(__name__)
@@ -22,22 +21,19 @@ log = logging.getLogger(__name__)
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     checkpoint, description = evaluation_inputs(cfg)
-    model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
-    check_compatible(model, description, checkpoint)
-    run_splits = run_folder(checkpoint) / "splits.json"
-    cases = select_cases(description, cfg.data.split, model.data, run_splits)
-    check_inputs(cases, int(cfg.data.max_voxels), description.in_channels, "evaluated")
+    run = run_folder(checkpoint)
+    scored = checkpoint_cases(checkpoint, run, cfg.data.split, description, cfg, "evaluated")
+    model, cases = scored.model, scored.cases
     output_dir = Path(cfg.paths.output_dir)
-    rules = rules_for(cfg.postprocessing, [run_folder(checkpoint)])
-    origin = rules_origin(rules_files(cfg.postprocessing, [run_folder(checkpoint)]), [case.name for case in cases])
+    rules = rules_for(cfg.postprocessing, [run])
+    origin = rules_origin(rules_files(cfg.postprocessing, [run]), [case.name for case in cases])
     if origin["optimistic"]:
         log.warning("postprocessing: %s, so the scores with it are optimistic (summary.json's "
                     "without_postprocessing has them without)", origin["why"])
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
     topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
-    previous = first_stage_maps(model.data.get("previous_stage"), cases, output_dir, cfg.device, cfg.op.backend,
-                                int(cfg.num_workers), description)
+    previous = scored.first_stage_maps(output_dir, int(cfg.num_workers))
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
                         rules=rules, topology=topology, previous=previous).run(cases, int(cfg.num_workers))
     summary = summarize(results, list(model.data["class_names"]))

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from segnet.files import atomic_path, write_json
-from segnet.inference.exported import metadata_path
+from segnet.inference.export_files import metadata_path
 from segnet.inference.trained_model import TrainedModel
 
 FORMATS = ("aoti", "exported_program")

@@ -96,7 +96,7 @@ def read_rules(path: Path) -> Rules:
                           "with segnet-postprocess, or predict with postprocessing=none") from None
 
 
-def rules_for(given: str | None, folders: list[Path]) -> Rules:
+def rules_for(given: str | None, folders: Sequence[Path]) -> Rules:
     """The rules a command applies: postprocessing=none, a file, or auto: the one in the models'
     folders (a checkpoint's run folder, an export's own), the same for every model of an
     ensemble."""
@@ -111,7 +111,7 @@ def rules_for(given: str | None, folders: list[Path]) -> Rules:
     return found.pop()
 
 
-def rules_files(given: str | None, folders: list[Path]) -> list[Path]:
+def rules_files(given: str | None, folders: Sequence[Path]) -> list[Path]:
     """The postprocessing.json files postprocessing=`given` reads (rules_for)."""
     if given == "auto":
         return [path for path in (folder / FILE for folder in folders) if path.is_file()]

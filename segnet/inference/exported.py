@@ -13,14 +13,10 @@ import torch
 
 import ops
 from segnet.errors import ConfigError
+from segnet.inference.export_files import metadata_path
 from segnet.inference.trained_model import TrainedModel
 from segnet.model.network import on_stride_multiples
 from segnet.model.strides import Level
-
-
-def metadata_path(package: Path) -> Path:
-    """model.json beside model.pt2: what prediction needs besides the network."""
-    return package.with_suffix(".json")
 
 
 def load_package(package: Path, export_format: str, device: torch.device):

@@ -33,12 +33,6 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backen
                         hparams.get("precision", "32-true"), backend, checkpoint.get("global_step"))
 
 
-def run_folder(checkpoint: Path) -> Path:
-    """The run a checkpoint belongs to (<run>/checkpoints/<name>.ckpt), or its own folder."""
-    folder = checkpoint.resolve().parent
-    return folder.parent if folder.name == "checkpoints" else folder
-
-
 def inference_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -11,17 +11,10 @@ from tqdm import tqdm
 from segnet.data.input_check import check_inputs
 from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
-from segnet.inference.exported import load_exported, metadata_path
-from segnet.inference.loading import inference_device, load_for_inference, run_folder
+from segnet.inference.exported import load_exported
+from segnet.inference.loading import inference_device, load_for_inference
 from segnet.inference.pipeline import predicted_cases
-from segnet.inference.prediction_arguments import (
-    check_prediction_arguments,
-    is_exported,
-    model_paths,
-    packages,
-    part_of,
-    prediction_tta,
-)
+from segnet.inference.prediction_arguments import EXPORTED, PredictionInputs, part_of, prediction_inputs
 from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.provenance import claim, model_record, stamp
@@ -30,39 +23,21 @@ from segnet.inference.trained_model import TrainedModel
 log = logging.getLogger(__name__)
 
 
-def load_models(cfg: DictConfig) -> list[TrainedModel]:
+def load_models(inputs: PredictionInputs, device: str, backend: str) -> list[TrainedModel]:
     """The checkpoints or exported programs to predict with, loaded."""
-    if is_exported(cfg):
-        device = inference_device(cfg.device)
-        return [load_exported(path, device) for path in model_paths(cfg)]
-    return [load_for_inference(p, cfg.device, cfg.op.backend) for p in model_paths(cfg)]
-
-
-def model_folders(cfg: DictConfig) -> list[Path]:
-    """Where each model's postprocessing.json would be: a checkpoint's run folder (in a package,
-    its model's folder), an export's own."""
-    if is_exported(cfg):
-        return [p.resolve().parent for p in model_paths(cfg)]
-    return [run_folder(p) for p in model_paths(cfg)]
-
-
-def model_files(cfg: DictConfig) -> list[Path]:
-    """The files the models are read from: each checkpoint, each model package, or each export's
-    program and its model.json."""
-    if is_exported(cfg):
-        return [file for path in model_paths(cfg) for file in (path, metadata_path(path))]
-    return packages(cfg) or model_paths(cfg)
+    if inputs.kind == EXPORTED:
+        return [load_exported(path, inference_device(device)) for path in inputs.models]
+    return [load_for_inference(path, device, backend) for path in inputs.models]
 
 
 def predict(cfg: DictConfig) -> list[Prediction]:
-    check_prediction_arguments(cfg)
-    models = load_models(cfg)
-    predictor = Predictor(models, tta=prediction_tta(cfg))
+    inputs = prediction_inputs(cfg)
+    models = load_models(inputs, cfg.device, cfg.op.backend)
+    predictor = Predictor(models, tta=inputs.tta)
     cases = part_of(find_cases(Path(cfg.input), predictor.in_channels), cfg.num_parts, cfg.part_id)
     cases = check_inputs(cases, int(cfg.max_voxels), predictor.in_channels, skip_broken=bool(cfg.skip_broken))
-    folders = model_folders(cfg)
-    rules = rules_for(cfg.postprocessing, folders)
-    record = model_record(model_files(cfg), predictor, rules, rules_files(cfg.postprocessing, folders))
+    rules = rules_for(cfg.postprocessing, inputs.folders)
+    record = model_record(inputs.files, predictor, rules, rules_files(cfg.postprocessing, inputs.folders))
     # a cascade's first stage predicts every case first, into <output>/previous_stage/
     previous = first_stage_maps(predictor.previous_stage, cases, Path(cfg.output), cfg.device, cfg.op.backend,
                                 int(cfg.num_workers))

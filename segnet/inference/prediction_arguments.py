@@ -5,60 +5,81 @@ model packages (model=MODEL.zip, segnet-export-model's: their checkpoints, unpac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from segnet.checkpoints.paths import checkpoint_paths
+from segnet.checkpoints.paths import checkpoint_paths, run_folder
 from segnet.errors import ConfigError
+from segnet.inference.export_files import metadata_path
 from segnet.inference.package import package_checkpoints, package_tta
 
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
 
 
-def exported_paths(cfg: DictConfig) -> list[Path]:
-    return checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
+CHECKPOINTS, EXPORTED, PACKAGES = "checkpoints", "exported", "packages"
 
 
-def packages(cfg: DictConfig) -> list[Path]:
-    """The model packages model= names (none where it names exported programs, or is not given)."""
-    if cfg.get("exported") is None:
-        return []
-    paths = exported_paths(cfg)
-    zipped = [path for path in paths if path.suffix == ".zip"]
-    if zipped and len(zipped) != len(paths):
-        raise ConfigError("model= mixes model packages (.zip) and exported programs (.pt2): give one kind")
-    return zipped
+@dataclass(frozen=True)
+class PredictionInputs:
+    """The models segnet-predict predicts with, worked out once from its config."""
+
+    kind: str  # CHECKPOINTS (ckpt_path=), EXPORTED (model=PATH.pt2) or PACKAGES (model=MODEL.zip)
+    models: tuple[Path, ...]  # what is loaded: checkpoints (a package's, unpacked) or exported programs
+    files: tuple[Path, ...]  # what the models are read from, as the output's record hashes them
+    folders: tuple[Path, ...]  # where each model's postprocessing.json would be
+    tta: bool
 
 
-def is_exported(cfg: DictConfig) -> bool:
-    """Whether the models are segnet-export's programs (not checkpoints, nor packages of them)."""
-    return cfg.get("exported") is not None and not packages(cfg)
-
-
-def model_paths(cfg: DictConfig) -> list[Path]:
-    """The checkpoints (ckpt_path=, or a package's), or exported programs (model=) to predict with:
-    one, or several for an ensemble."""
+def given_models(cfg: DictConfig) -> tuple[str, list[Path]]:
+    """The kind of model the config names, and the files it names: checkpoints (ckpt_path=), or
+    exported programs or model packages (model=), one file or several for an ensemble."""
     given = [key for key in ("ckpt_path", "exported") if cfg.get(key) is not None]
     if len(given) != 1:
         raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 or MODEL.zip (an exported "
                           f"program or a model package), one of them: {USAGE}")
     if given == ["ckpt_path"]:
-        return checkpoint_paths(cfg)
-    zipped = packages(cfg)
-    return [checkpoint for package in zipped for checkpoint in package_checkpoints(package)] if zipped else \
-        exported_paths(cfg)
+        return CHECKPOINTS, checkpoint_paths(cfg)
+    paths = checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
+    zipped = [path for path in paths if path.suffix == ".zip"]
+    if zipped and len(zipped) != len(paths):
+        raise ConfigError("model= mixes model packages (.zip) and exported programs (.pt2): give one kind")
+    return (PACKAGES if zipped else EXPORTED), paths
 
 
-def prediction_tta(cfg: DictConfig) -> bool:
+def models_of(kind: str, given: list[Path]) -> list[Path]:
+    """The checkpoints or exported programs to load: a package's are its checkpoints, unpacked."""
+    if kind == PACKAGES:
+        return [checkpoint for package in given for checkpoint in package_checkpoints(package)]
+    return given
+
+
+def model_files(kind: str, given: list[Path]) -> list[Path]:
+    """The files the models are read from: each checkpoint, each model package, or each export's
+    program and its model.json."""
+    if kind == EXPORTED:
+        return [file for path in given for file in (path, metadata_path(path))]
+    return given
+
+
+def model_folders(kind: str, models: list[Path]) -> list[Path]:
+    """Where each model's postprocessing.json would be: a checkpoint's run folder (in a package,
+    its model's folder), an export's own."""
+    if kind == EXPORTED:
+        return [path.resolve().parent for path in models]
+    return [run_folder(path) for path in models]
+
+
+def prediction_tta(tta: bool | None, packages: list[Path]) -> bool:
     """Whether to mirror: tta=true or false as given, else (tta not given) as the packages model=
     names were scored, else mirrored, as nnU-Net predicts."""
-    if cfg.tta is not None:
-        if not isinstance(cfg.tta, bool):
-            raise ConfigError(f"tta={cfg.tta}: give tta=true or tta=false, or leave it out (a model package's own, "
+    if tta is not None:
+        if not isinstance(tta, bool):
+            raise ConfigError(f"tta={tta}: give tta=true or tta=false, or leave it out (a model package's own, "
                               "else true)")
-        return cfg.tta
-    recorded = {package_tta(package) for package in packages(cfg)}
+        return tta
+    recorded = {package_tta(package) for package in packages}
     if len(recorded) > 1:
         raise ConfigError("model= names packages of which some predict mirrored and some not (their choices' tta): "
                           "give tta=true or tta=false")
@@ -74,10 +95,15 @@ def part_of(cases: list, num_parts: int, part_id: int) -> list:
     return cases[part_id::num_parts]
 
 
-def check_prediction_arguments(cfg: DictConfig) -> None:
+def prediction_inputs(cfg: DictConfig) -> PredictionInputs:
+    """What segnet-predict is given, checked: the input and output folders, the parts, and the
+    models."""
     for key in ("input", "output"):
         if OmegaConf.is_missing(cfg, key):
             raise ConfigError(f"{key} is required: {USAGE}")
     part_of([], cfg.num_parts, cfg.part_id)
-    model_paths(cfg)
-    prediction_tta(cfg)
+    kind, given = given_models(cfg)
+    models = models_of(kind, given)
+    tta = prediction_tta(cfg.tta, given if kind == PACKAGES else [])
+    return PredictionInputs(kind, tuple(models), tuple(model_files(kind, given)), tuple(model_folders(kind, models)),
+                            tta)

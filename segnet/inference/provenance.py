@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def identity(record: dict[str, Any]) -> dict[str, Any]:
     return identity
 
 
-def model_record(files: list[Path], predictor: Predictor, rules: Rules, postprocessing_from: list[Path]) -> dict:
+def model_record(files: Sequence[Path], predictor: Predictor, rules: Rules, postprocessing_from: list[Path]) -> dict:
     """The record of a run predicting with the models read from `files` and these rules."""
     plan = {"class_names": predictor.class_names, "in_channels": predictor.in_channels,
             "ignore_label": predictor.ignore_label, "configurations": [c.plan() for c in predictor.configurations]}

@@ -32,16 +32,14 @@ from omegaconf import DictConfig, OmegaConf
 from segnet.checkpoints.settings import RunSettings
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
 from segnet.data.derived import file_digest
-from segnet.data.input_check import check_inputs
 from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
 from segnet.evaluation.candidates import METRICS, Candidate, candidates, choose, ensemble_probabilities
-from segnet.evaluation.evaluator import check_compatible, read_reference, score_case, select_cases
+from segnet.evaluation.checkpoint_cases import checkpoint_cases
+from segnet.evaluation.evaluator import read_reference, score_case
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
-from segnet.inference.loading import load_for_inference
-from segnet.inference.predictor import PredictionWriter, Predictor, label_map_of
-from segnet.inference.previous_stage import first_stage_maps
+from segnet.inference.predictor import label_map_of
 from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
 
@@ -85,19 +83,13 @@ def read_runs(folders: list[Path], checkpoint_name: str,
 
 def predict_validation(run: Run, cfg: DictConfig, description: DatasetDescription, output: Path) -> dict[str, Path]:
     """The run's validation cases predicted with probabilities kept: {case name: its .npz}."""
-    model = load_for_inference(run.checkpoint, cfg.device, cfg.op.backend)
-    check_compatible(model, description, run.checkpoint)
-    cases = select_cases(description, "validation", model.data, run.folder / "splits.json")
-    check_inputs(cases, int(cfg.data.max_voxels), description.in_channels, "predicted")
-    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, cfg.op.backend, 0,
-                                description)
-    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, save_probabilities=True,
-                              previous=previous)
-    for case in cases:
+    validated = checkpoint_cases(run.checkpoint, run.folder, "validation", description, cfg, "predicted")
+    writer = validated.writer(output, bool(cfg.tta), save_probabilities=True)
+    for case in validated.cases:
         writer.run_case(case)
     log.info("%s (%s, fold %s): %d validation case(s) predicted into %s", run.folder, run.configuration, run.fold,
-             len(cases), output)
-    return {case.name: writer.probabilities_path(case) for case in cases}
+             len(validated.cases), output)
+    return {case.name: writer.probabilities_path(case) for case in validated.cases}
 
 
 def check_same_cases(saved: dict[str, dict[str, dict[str, Path]]]) -> None:

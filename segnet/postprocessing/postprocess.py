@@ -19,15 +19,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.image_files import read_label
-from segnet.data.input_check import check_inputs
 from segnet.data.regions import foreground_units
 from segnet.errors import ConfigError
-from segnet.evaluation.evaluator import check_compatible, read_reference, select_cases
+from segnet.evaluation.checkpoint_cases import checkpoint_cases
+from segnet.evaluation.evaluator import read_reference
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
-from segnet.inference.loading import load_for_inference
-from segnet.inference.predictor import PredictionWriter, Predictor
-from segnet.inference.previous_stage import first_stage_maps
 from segnet.metrics import nanmean
 from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
@@ -45,22 +42,17 @@ class ScoredCase:
 
 def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> dict[str, ScoredCase]:
     """Every validation case of one run, predicted and scored under each trial, by case name."""
-    checkpoint = run / "checkpoints" / cfg.checkpoint
-    model = load_for_inference(checkpoint, cfg.device, cfg.op.backend)
-    check_compatible(model, description, checkpoint)
-    cases = select_cases(description, "validation", model.data, run / "splits.json")
-    check_inputs(cases, int(cfg.data.max_voxels), description.in_channels, "postprocessed")
-    previous = first_stage_maps(model.data.get("previous_stage"), cases, output, cfg.device, cfg.op.backend, 0,
-                                description)
-    writer = PredictionWriter(Predictor([model], tta=bool(cfg.tta)), output, previous=previous)
+    validated = checkpoint_cases(run / "checkpoints" / cfg.checkpoint, run, "validation", description, cfg,
+                                 "postprocessed")
+    writer = validated.writer(output, bool(cfg.tta))
     scores = {}
-    for case in cases:
+    for case in validated.cases:
         prediction = writer.run_case(case)
         reference, _ = read_reference(case.label, prediction.label_map.shape)
         scores[case.name] = ScoredCase(case_scores(prediction.label_map, reference, description.num_classes,
                                                    description.ignore_label, description.regions),
                                        prediction.file, case.label)
-    log.info("%s: %d validation case(s) predicted into %s", run, len(cases), output)
+    log.info("%s: %d validation case(s) predicted into %s", run, len(validated.cases), output)
     return scores
 
 

@@ -20,7 +20,7 @@ from segnet.errors import ConfigError
 from segnet.export.export_model import export_model
 from segnet.inference.package import unpacked
 from segnet.inference.predict import predict
-from segnet.inference.prediction_arguments import check_prediction_arguments, prediction_tta
+from segnet.inference.prediction_arguments import prediction_inputs
 from segnet.inference.provenance import RECORD
 from segnet.postprocessing.find_best import find_best_configuration
 
@@ -83,8 +83,8 @@ def test_packages_that_predict_one_mirrored_and_one_not_need_tta_given(choice, t
     assert export_model(compose_config([f"runs=[{runs[0]}]", f"output={plain}"], name="export_model"))["tta"] is True
     given = [f"exported=[{scored},{plain}]", f"input={tmp_path}", f"output={tmp_path / 'out'}"]
     with pytest.raises(ConfigError, match=r"some predict mirrored and some not \(their choices' tta\): give tta=true"):
-        check_prediction_arguments(compose_config(given, name="predict"))
-    assert prediction_tta(compose_config([*given, "tta=false"], name="predict")) is False
+        prediction_inputs(compose_config(given, name="predict"))
+    assert prediction_inputs(compose_config([*given, "tta=false"], name="predict")).tta is False
 
 
 def test_a_choice_whose_run_was_retrained_since_is_not_packaged(tmp_path):
@@ -115,7 +115,7 @@ def test_a_package_whose_unpacked_checkpoint_changed_is_refused(choice, tmp_path
     write_checkpoint(changed, MODEL_3D, run_data(), seed=7)
     with pytest.raises(ConfigError, match=re.escape(f"{changed} is missing or not the file model.json names; it "
                                                     "changed since it was unpacked")):
-        check_prediction_arguments(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
+        prediction_inputs(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
                                                    f"output={tmp_path / 'out'}"], name="predict"))
 
 
@@ -128,7 +128,7 @@ def test_a_package_of_other_segnet_source_predicts_with_a_warning_naming_the_fil
     assert written_by["segnet/inference/windows.py"] == file_digest(ROOT / "segnet/inference/windows.py")[:16]
     this_one = {**written_by, "segnet/inference/windows.py": "another", "segnet/inference/new.py": "added"}
     monkeypatch.setattr("segnet.inference.package.source_digests", lambda: this_one)
-    check_prediction_arguments(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
+    prediction_inputs(compose_config([f"exported={package}", f"input={root / 'imagesTr'}",
                                                f"output={tmp_path / 'out'}"], name="predict"))
     assert (f"model={package} was written by a segnet whose source differs from this one's in 2 file(s) "
             "(segnet/inference/new.py, segnet/inference/windows.py): its label maps may differ") in caplog.text
