@@ -95,8 +95,9 @@ def write_model(path: Path, window: int) -> Path:
 def network_seconds(checkpoint: Path, images: list[Path]) -> float:
     """The sliding-window forward passes alone, over every case, its loading done beforehand."""
     from segnet.data.dataset_json import Case
+    from segnet.inference.ensemble import Predictor
     from segnet.inference.loading import load_for_inference
-    from segnet.inference.predictor import PredictionWriter, Predictor
+    from segnet.inference.prediction_writer import PredictionWriter
 
     model = load_for_inference(checkpoint, "cpu", "auto")
     writer = PredictionWriter(Predictor([model]), Path(tempfile.mkdtemp()))
@@ -119,14 +120,14 @@ def predict_seconds(checkpoint: Path, images: Path, output: Path, workers: int) 
     from hydra import compose, initialize_config_dir
 
     from segnet.config import CONF
-    from segnet.inference.predict import predict
+    from segnet.inference.predict import predict_command
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name="predict", overrides=[f"ckpt_path={checkpoint}", f"input={images}",
                                                         f"output={output}", "tta=false", f"num_workers={workers}",
                                                         "device=cpu"])
     start = time.perf_counter()
-    predict(cfg)
+    predict_command(cfg)
     return time.perf_counter() - start
 
 

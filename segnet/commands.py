@@ -115,7 +115,7 @@ def hydra_command(config_name: str, work: str, check: str | None = None, rewrite
 # The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
 # run the same.
 
-segnet_train = hydra_command("train", "segnet.training.folds:train_folds",
+segnet_train = hydra_command("train", "segnet.training.train_command:train_command",
                              "segnet.training.checks:check_training_config", result="objective")
 """segnet-train [overrides] (the same as python train.py), e.g. op.backend=cuda compile=true.
 Configuration lives in conf/ (Hydra); the run folder gets config.yaml (what trained), checkpoints,
@@ -146,37 +146,37 @@ def _exported_package(argument: str) -> str:
     return "exported=" + argument.removeprefix("model=") if argument.startswith("model=") else argument
 
 
-segnet_predict = hydra_command("predict", "segnet.inference.predict:predict",
+segnet_predict = hydra_command("predict", "segnet.inference.predict:predict_command",
                                "segnet.inference.prediction_arguments:prediction_inputs",
                                rewrite=_exported_package, output_folder=lambda output: output)
 """segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER (or model=PATH.pt2 for an export),
 like nnUNetv2_predict; conf/predict.yaml lists the options."""
 
-segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate",
+segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate_command",
                                 "segnet.evaluation.evaluation_arguments:evaluation_inputs")
 """segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
 style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv,
 predictions/<case>.nii.gz (in each image's own geometry and format) and, per class, cases_<class>.png (its
 worst, median and best case: segnet.evaluation.pictures) in the run folder."""
 
-segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postprocess:postprocess")
+segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postprocess:postprocess_command")
 """segnet-postprocess data.root=DATASET 'runs=[RUN_FOLD0,...]': which connected-component rules
 raise the cross-validation's mean Dice, like nnU-Net's postprocessing determination; the rules
 go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
 
 segnet_find_best_configuration = hydra_command("find_best",
-                                               "segnet.postprocessing.find_best:find_best_configuration")
+                                               "segnet.postprocessing.find_best:find_best_command")
 """segnet-find-best-configuration data.root=DATASET 'runs=[RUN, ...]': which configuration, or pair's
 ensemble, scores best on the cross-validation, like nnUNetv2_find_best_configuration; the choice,
 its paired statistics, its postprocessing and the segnet-predict command go into the output folder."""
 
-segnet_export_model = hydra_command("export_model", "segnet.export.export_model:export_model",
+segnet_export_model = hydra_command("export_model", "segnet.export.export_model:export_model_command",
                                     output_folder=lambda output: output.parent)
 """segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=best_configuration.json): the
 runs' final weights, plans, configurations and postprocessing in one file, like
 nnUNetv2_export_model_to_zip; segnet-predict model=MODEL.zip predicts from it alone."""
 
-segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export",
+segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export_command",
                               output_folder=lambda output: output.parent)
 """segnet-export ckpt_path=CKPT [format=aoti|exported_program] [device=cpu|cuda] [output=model.pt2]:
 a trained network as a torch.export program or an AOTInductor package with model.json beside it,

@@ -77,12 +77,15 @@ IMPLIED = {"model.stem": "residual", "data.crop": "none", "data.foreground_share
 
 def as_saved_now(hparams: dict[str, Any], recorded: Collection[str]) -> dict[str, Any]:
     """A checkpoint's hyperparameters with what a newer segnet records and an older one implied:
-    the plan's configuration of a run that only recorded its spatial dims, and each IMPLIED setting
+    the plan's configuration of a run that only recorded its spatial dims, the patch of generated
+    data under its present name (data.roi_size before), and each IMPLIED setting
     that a run records now where it has it (`recorded`: "section.name" keys)."""
     filled = {name: dict(section) if isinstance(section, dict) else section for name, section in hparams.items()}
     data = filled.get("data")
     if isinstance(data, dict) and "plan" in data and "spatial_dims" in data:
         data["configuration"] = configuration_of(data)
+    if isinstance(data, dict) and "roi_size" in data:  # generated data's patch, before it was named so
+        data.setdefault("patch_size", data.pop("roi_size"))
     for key, value in IMPLIED.items():
         section, name = key.split(".")
         if key in recorded and isinstance(filled.get(section), dict):

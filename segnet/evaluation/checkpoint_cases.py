@@ -12,8 +12,9 @@ from omegaconf import DictConfig
 from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.data.input_check import check_inputs
 from segnet.evaluation.evaluator import check_compatible, select_cases
+from segnet.inference.ensemble import Predictor
 from segnet.inference.loading import load_for_inference
-from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.prediction_writer import PredictionWriter
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.trained_model import TrainedModel
 

@@ -19,7 +19,7 @@ from segnet.topology_metrics import topology_classes
 log = logging.getLogger(__name__)
 
 
-def evaluate(cfg: DictConfig) -> dict[str, Any]:
+def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
     checkpoint, description = evaluation_inputs(cfg)
     run = run_folder(checkpoint)
     scored = checkpoint_cases(checkpoint, run, cfg.data.split, description, cfg, "evaluated")

@@ -1,6 +1,6 @@
 """Evaluation of a checkpoint on a dataset folder, shaped like nnU-Net's.
 
-Each case is predicted by segnet.inference.predictor (loaded as in training, predicted whole: slice by
+Each case is predicted by segnet.inference.prediction_writer (loaded as in training, predicted whole: slice by
 slice for 2D models, Gaussian sliding window for 3D ones, optional flip TTA; mapped back to the
 image's own geometry and written as a NIfTI with the image's affine), and scored against the
 label file as stored, per class, with what nnU-Net's evaluator writes (Dice, IoU, TP, FP, FN, TN, n_pred, n_ref) plus
@@ -29,9 +29,10 @@ from segnet.data.splits import Split, choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
 from segnet.files import atomic_path, write_json
 from segnet.inference.component_rules import NONE, Rules
+from segnet.inference.ensemble import Predictor
 from segnet.inference.names import check_same_names, dataset_names, run_names
 from segnet.inference.pipeline import predicted_cases
-from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.prediction_writer import PredictionWriter
 from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
 from segnet.topology_metrics import TOPOLOGY_METRICS, topology_scores

@@ -15,13 +15,13 @@ from omegaconf import DictConfig
 from ops import standalone
 from segnet.checkpoints.paths import one_checkpoint
 from segnet.errors import ConfigError
-from segnet.export.exporter import FORMATS, export_model, metadata_path
+from segnet.export.exporter import FORMATS, export_network, metadata_path
 from segnet.inference.loading import load_for_inference
 
 log = logging.getLogger(__name__)
 
 
-def export(cfg: DictConfig) -> dict[str, Any]:
+def export_command(cfg: DictConfig) -> dict[str, Any]:
     if cfg.format not in FORMATS:
         raise ConfigError(f"format={cfg.format}; use one of {', '.join(FORMATS)}")
     checkpoint = one_checkpoint(cfg, "an export")
@@ -33,7 +33,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"{checkpoint} is a cascade, whose input includes its first stage's label map: an export "
                           "does not predict one yet; predict with segnet-predict ckpt_path=...")
     output = Path(cfg.output)
-    metadata = export_model(model, output, cfg.format)
+    metadata = export_network(model, output, cfg.format)
     log.info("%s for %s in %s (export %.1f s, packaging %.1f s; %d edge op node(s)); prediction settings in %s",
              cfg.format, cfg.device, output, metadata["seconds"]["export"], metadata["seconds"]["package"],
              metadata["edge_op_nodes"], metadata_path(output))

@@ -19,8 +19,7 @@ from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.checkpoints.reading import run_settings
 from segnet.checkpoints.settings import RunSettings
 from segnet.errors import ConfigError
-from segnet.export.exporter import FORMATS, metadata_path
-from segnet.export.exporter import export_model as export_network
+from segnet.export.exporter import FORMATS, export_network, metadata_path
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, rules_files, rules_for
 from segnet.inference.loading import load_for_inference
@@ -99,7 +98,7 @@ def exported_members(index: int, checkpoint: Path, formats: list[str], device: s
     return members
 
 
-def export_model(cfg: DictConfig) -> dict[str, Any]:
+def export_model_command(cfg: DictConfig) -> dict[str, Any]:
     formats = list(cfg.exports or [])
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:

@@ -34,7 +34,7 @@ MAX_BATCH = 256
 MAX_SIDE = 4096  # voxels per spatial axis the exported program accepts
 
 
-def export_model(model: TrainedModel, output: Path, export_format: str) -> dict[str, Any]:
+def export_network(model: TrainedModel, output: Path, export_format: str) -> dict[str, Any]:
     """Writes the package of a checkpoint's network (on its device) and its model.json; returns the
     metadata with the times it took."""
     net, device = model.net, model.device

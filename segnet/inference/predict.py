@@ -11,11 +11,13 @@ from tqdm import tqdm
 from segnet.data.input_check import check_inputs
 from segnet.files import remove_temporaries
 from segnet.inference.component_rules import rules_files, rules_for
+from segnet.inference.ensemble import Predictor
 from segnet.inference.exported import load_exported
+from segnet.inference.input_cases import find_cases
 from segnet.inference.loading import inference_device, load_for_inference
 from segnet.inference.pipeline import predicted_cases
 from segnet.inference.prediction_arguments import EXPORTED, PredictionInputs, part_of, prediction_inputs
-from segnet.inference.predictor import Prediction, PredictionWriter, Predictor, find_cases
+from segnet.inference.prediction_writer import Prediction, PredictionWriter
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.provenance import claim, model_record, stamp
 from segnet.inference.trained_model import TrainedModel
@@ -30,7 +32,7 @@ def load_models(inputs: PredictionInputs, device: str, backend: str) -> list[Tra
     return [load_for_inference(path, device, backend) for path in inputs.models]
 
 
-def predict(cfg: DictConfig) -> list[Prediction]:
+def predict_command(cfg: DictConfig) -> list[Prediction]:
     inputs = prediction_inputs(cfg)
     models = load_models(inputs, cfg.device, cfg.op.backend)
     predictor = Predictor(models, tta=inputs.tta)

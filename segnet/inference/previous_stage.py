@@ -12,7 +12,7 @@ first, and the cascade reads that label map as extra input channels.
   <output>/previous_stage/ before the cascade starts, as nnU-Net predicts 3d_lowres into the
   folder it passes as -prev_stage_predictions.
 Each label map carries the stamp of the model that made it and of the image it was made from
-(segnet.inference.predictor.PredictionWriter), so a retrained first stage predicts again, and so
+(segnet.inference.prediction_writer.PredictionWriter), so a retrained first stage predicts again, and so
 does an image that is not the one an earlier map of its name was made from.
 """
 
@@ -31,9 +31,10 @@ from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.errors import ConfigError
 from segnet.files import exclusive
 from segnet.inference.component_rules import NONE
+from segnet.inference.ensemble import Predictor
 from segnet.inference.loading import load_for_inference
 from segnet.inference.pipeline import predicted_cases
-from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.prediction_writer import PredictionWriter
 from segnet.inference.provenance import model_record, stamp
 
 log = logging.getLogger(__name__)

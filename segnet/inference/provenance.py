@@ -34,7 +34,7 @@ from segnet.data.image_files import read_stamp
 from segnet.errors import ConfigError
 from segnet.files import temporary_beside, write_json
 from segnet.inference.component_rules import Rules
-from segnet.inference.predictor import Predictor
+from segnet.inference.ensemble import Predictor
 
 log = logging.getLogger(__name__)
 RECORD = "predicted_by.json"

@@ -222,7 +222,7 @@ def size_network(model: DictConfig, data: DictConfig) -> None:
     if not is_sized_by_plan(OmegaConf.to_container(model, resolve=True)):
         return
     dims = int(data.spatial_dims)
-    patch = data.get("patch_size") or data.roi_size
+    patch = data.patch_size
     plan = data.get("plan")
     spacing = plan["configurations"][configuration_name(data)]["spacing"][:dims] if plan else [1.0] * dims
     shape = network_shape(spacing, list(patch)[:dims])

@@ -39,7 +39,7 @@ from segnet.evaluation.checkpoint_cases import checkpoint_cases
 from segnet.evaluation.evaluator import read_reference, score_case
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
-from segnet.inference.predictor import label_map_of
+from segnet.inference.ensemble import label_map_of
 from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
 
@@ -203,7 +203,7 @@ def write_scores(scores: list[dict[str, Any]], path: Path) -> None:
         writer.writerows(scores)
 
 
-def find_best_configuration(cfg: DictConfig) -> dict[str, Any]:
+def find_best_command(cfg: DictConfig) -> dict[str, Any]:
     if OmegaConf.is_missing(cfg.data, "root") or not cfg.get("runs"):
         raise ConfigError(f"data.root and runs are required: {USAGE}")
     description = describe_dataset(str(cfg.data.root))

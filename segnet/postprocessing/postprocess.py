@@ -67,7 +67,7 @@ def rescored(cases: list[ScoredCase], rules: Rules, description) -> list[list[fl
     return per_case
 
 
-def postprocess(cfg: DictConfig) -> dict[str, Any]:
+def postprocess_command(cfg: DictConfig) -> dict[str, Any]:
     if OmegaConf.is_missing(cfg.data, "root") or not cfg.get("runs"):
         raise ConfigError(f"data.root and runs are required: {USAGE}")
     description = describe_dataset(str(cfg.data.root))

@@ -20,9 +20,9 @@ from segnet.planning.plan import PLANNING_KEYS
 
 # What the model and its checkpoint read from the data section (SegmentationModule's `data`
 # hyperparameters): the group's name, the dataset's channels, classes and regions, the thin classes scored
-# for topology, the sliding-window size.
+# for topology, the patch (the training crop and the sliding window).
 READ_BY_THE_MODEL = frozenset({"name", "in_channels", "num_classes", "class_names", "ignore_label", "regions",
-                               "topology_classes", "roi_size"})
+                               "topology_classes", "patch_size"})
 READ_BY_EVALUATION = frozenset({"split"})  # the cases segnet-evaluate scores
 
 

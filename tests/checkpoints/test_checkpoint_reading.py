@@ -50,3 +50,10 @@ def test_an_older_checkpoints_hyperparameters_read_as_a_run_records_them_now():
                                              "data": {"spatial_dims": 2, "plan": {}, "configuration": "2d",
                                                       "crop": "none"}}
     assert older == {"model": {"channels": [8]}, "data": {"spatial_dims": 2, "plan": {}}}  # left as read
+
+
+def test_generated_datas_patch_saved_as_roi_size_reads_as_patch_size():
+    older = {"data": {"spatial_dims": 2, "roi_size": [96, 96]}}
+    assert as_saved_now(older, set()) == {"data": {"spatial_dims": 2, "patch_size": [96, 96]}}
+    folder_run = {"data": {"spatial_dims": 3, "patch_size": [64, 64, 48], "roi_size": [64, 64, 48]}}
+    assert as_saved_now(folder_run, set()) == {"data": {"spatial_dims": 3, "patch_size": [64, 64, 48]}}

@@ -18,7 +18,7 @@ from segnet.data.image_files import label_ending, read_label, read_stamp, write_
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError, DatasetError
 from segnet.generated.fundus import write_fundus_dataset
-from segnet.inference.predict import predict
+from segnet.inference.predict import predict_command
 from segnet.planning.record import dataset_fingerprint
 
 RNG = np.random.default_rng(0)
@@ -130,8 +130,8 @@ def test_an_rgb_dataset_trains_and_predicts_png_label_maps_of_each_images_size(t
         Image.open(case.images[0]).save(images / f"{case.name}_0000.png")
     Image.open(description.training[2].images[0]).resize((40, 28)).save(images / "wide_0000.png")
     out = tmp_path / "out"
-    predict(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={images}", f"output={out}",
-                            "op=python"], name="predict"))
+    predict_command(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={images}", f"output={out}",
+                                    "op=python"], name="predict"))
     sizes = {}
     for path in sorted(out.glob("*.png")):
         with Image.open(path) as written:

@@ -88,8 +88,9 @@ def test_scheme_names_are_matched_casefolded_as_nnunet_matches_them(name, scheme
 
 
 def test_the_plan_is_in_the_run_folder_and_the_checkpoint(tmp_path):
+    from segnet.inference.ensemble import Predictor
     from segnet.inference.loading import load_checkpoint
-    from segnet.inference.predictor import PredictionWriter, Predictor
+    from segnet.inference.prediction_writer import PredictionWriter
 
     root = write_ct_dataset(tmp_path / "CT")
     run = tmp_path / "run"

@@ -21,10 +21,10 @@ from segnet.errors import DatasetError
 from segnet.evaluation.evaluator import score_case
 from segnet.generated.phantom import save_nifti
 from segnet.generated.tumour import write_tumour_dataset
-from segnet.inference.predict import predict
+from segnet.inference.predict import predict_command
 from segnet.model.dice_ce import RegionLoss
 from segnet.model.loss_terms import TrainingLoss
-from segnet.postprocessing.postprocess import postprocess
+from segnet.postprocessing.postprocess import postprocess_command
 from segnet.preprocessing.datasets import CropDataset
 
 BRATS = Regions(values=((1, 2, 3), (2, 3), (3,)), class_order=(1, 2, 3))
@@ -183,16 +183,16 @@ def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilitie
         image = np.load(distances[0].parent.parent / distances[0].name.replace("distance2d", "image"), mmap_mode="r")
         assert len(distances) == 4 and np.load(distances[0]).shape == (3, *image.shape[1:])  # on the cached grid
         # segnet-postprocess decides a rule per region, in turn, and names each trial
-        record = postprocess(compose_config([f"data.root={root}", f"runs=[{run}]", "tta=false", "op=python"],
-                                            output_dir=tmp_path / "decided", name="postprocess"))
+        record = postprocess_command(compose_config([f"data.root={root}", f"runs=[{run}]", "tta=false", "op=python"],
+                                                    output_dir=tmp_path / "decided", name="postprocess"))
         regions = [f"largest component of {name}" for name in ("whole_tumor", "tumor_core", "enhancing_tumor")]
         trials = record["decided_on"]["mean_dice_per_class"]
         assert list(trials) == ["none", "foreground", *regions, "chosen"]
         assert all(list(means) == ["whole_tumor", "tumor_core", "enhancing_tumor"] for means in trials.values())
         assert set(map(tuple, record["regions_largest_component"])) <= set(BRATS.values)
     out = tmp_path / "out"
-    predict(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={root / 'imagesTr'}",
-                            f"output={out}", "op=python", "save_probabilities=true"], name="predict"))
+    predict_command(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={root / 'imagesTr'}",
+                                    f"output={out}", "op=python", "save_probabilities=true"], name="predict"))
     saved = np.load(out / "tumour_000.npz")
     assert saved["class_names"].tolist() == ["whole_tumor", "tumor_core", "enhancing_tumor"]
     probabilities = saved["probabilities"]
@@ -200,7 +200,8 @@ def test_a_region_dataset_trains_and_predicts_label_maps_and_region_probabilitie
     written = np.asarray(nib.load(out / "tumour_000.nii.gz").dataobj)
     assert np.array_equal(written, BRATS.label_map(probabilities))  # the written map is its regions painted
     final = run / "checkpoints" / "final.ckpt"
-    predict(compose_config([f"ckpt_path=[{final},{final}]", f"input={root / 'imagesTr' / 'tumour_000_0000.nii.gz'}",
-                            f"output={tmp_path / 'twice'}", "op=python", "save_probabilities=true"], name="predict"))
+    image = root / "imagesTr" / "tumour_000_0000.nii.gz"
+    predict_command(compose_config([f"ckpt_path=[{final},{final}]", f"input={image}", f"output={tmp_path / 'twice'}",
+                                    "op=python", "save_probabilities=true"], name="predict"))
     twice = np.load(tmp_path / "twice" / "tumour_000.npz")["probabilities"]
     assert np.allclose(twice, probabilities, atol=1e-6)  # an ensemble averages its models' sigmoids

@@ -15,7 +15,7 @@ from helpers.training import compose_config
 from segnet.data.dataset_json import describe_dataset
 from segnet.data.regions import Regions
 from segnet.errors import ConfigError
-from segnet.evaluation.evaluate import evaluate
+from segnet.evaluation.evaluate import evaluate_command
 from segnet.evaluation.evaluator import check_compatible
 from segnet.generated.tumour import CHANNELS, write_tumour_dataset
 from segnet.inference.loading import load_checkpoint
@@ -56,7 +56,7 @@ def test_evaluate_refuses_a_dataset_named_otherwise_before_it_writes_anything(tm
     cfg = compose_config([f"data.root={root}", f"ckpt_path={checkpoint}", "data.split=all", "op=python",
                           "device=cpu"], output_dir=tmp_path / "eval", name="evaluate")
     with pytest.raises(ConfigError, match=re.escape(refused.format(json=root / "dataset.json", ckpt=checkpoint))):
-        evaluate(cfg)
+        evaluate_command(cfg)
     assert not (tmp_path / "eval" / "summary.json").exists()
 
 

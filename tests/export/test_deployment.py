@@ -22,9 +22,10 @@ from helpers.commands import run_command
 from helpers.training import train_tiny_task
 from ops import library, standalone
 from segnet.data.dataset_json import Case
-from segnet.export.exporter import export_model
+from segnet.export.exporter import export_network
+from segnet.inference.ensemble import Predictor
 from segnet.inference.loading import load_checkpoint
-from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.prediction_writer import PredictionWriter
 
 
 def venv_seeing_this_interpreters_packages(venv: Path) -> Path:
@@ -96,7 +97,7 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
     # Prediction from an exported model, with the installed package alone (no scripts/, no checkout).
     root, checkpoint = trained
     model = load_checkpoint(checkpoint, backend="cpp")
-    export_model(model, tmp_path / "model.pt2", "exported_program")
+    export_network(model, tmp_path / "model.pt2", "exported_program")
     image = root / "imagesTr" / "case_000.nii.gz"
     predicted = subprocess.run(
         [venv / "bin" / "segnet-predict", f"model={tmp_path / 'model.pt2'}", f"input={image}",
@@ -183,7 +184,7 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
         package = request.getfixturevalue("aoti_package")
     else:
         package = tmp_path / "model.pt2"
-        export_model(model, package, export_format)
+        export_network(model, package, export_format)
     metadata = json.loads(package.with_suffix(".json").read_text())
     assert metadata["format"] == export_format and metadata["device"] == "cpu"
     assert metadata["edge_op_nodes"] == len(model.net.edge_layers()) == 2  # the op is one node per layer
@@ -235,7 +236,7 @@ def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, ao
 def test_a_package_s_exports_are_checked_before_anything_is_read(tmp_path, overrides, message):
     from helpers.training import compose_config
     from segnet.errors import ConfigError
-    from segnet.export.export_model import export_model as export_package
+    from segnet.export.export_model import export_model_command as export_package
 
     cfg = compose_config([f"runs=[{tmp_path / 'no-run'}]", f"output={tmp_path / 'model.zip'}", *overrides],
                          name="export_model")

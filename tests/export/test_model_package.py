@@ -17,12 +17,12 @@ from helpers.data import write_decathlon
 from helpers.training import compose_config
 from segnet.data.derived import file_digest
 from segnet.errors import ConfigError
-from segnet.export.export_model import export_model
+from segnet.export.export_model import export_model_command
 from segnet.inference.package import unpacked
-from segnet.inference.predict import predict
+from segnet.inference.predict import predict_command
 from segnet.inference.prediction_arguments import prediction_inputs
 from segnet.inference.provenance import RECORD
-from segnet.postprocessing.find_best import find_best_configuration
+from segnet.postprocessing.find_best import find_best_command
 
 
 def scored_choice(folder: Path) -> tuple[Path, list[Path], Path]:
@@ -32,8 +32,8 @@ def scored_choice(folder: Path) -> tuple[Path, list[Path], Path]:
     runs = [folder / f"fold{fold}" for fold in (0, 1)]
     for fold, run in enumerate(runs):
         write_checkpoint(run / "checkpoints" / "final.ckpt", MODEL_3D, {**run_data(), "fold": fold}, seed=fold)
-    find_best_configuration(compose_config([f"data.root={root}", f"runs=[{runs[0]},{runs[1]}]", "tta=false",
-                                            "op=python", "device=cpu"], output_dir=folder / "best", name="find_best"))
+    find_best_command(compose_config([f"data.root={root}", f"runs=[{runs[0]},{runs[1]}]", "tta=false",
+                                        "op=python", "device=cpu"], output_dir=folder / "best", name="find_best"))
     return root, runs, folder / "best" / "best_configuration.json"
 
 
@@ -49,13 +49,13 @@ def models_home(tmp_path, monkeypatch):
 
 
 def package_of(choice_file: Path, package: Path) -> dict:
-    return export_model(compose_config([f"choice={choice_file}", f"output={package}"], name="export_model"))
+    return export_model_command(compose_config([f"choice={choice_file}", f"output={package}"], name="export_model"))
 
 
 def predicted(output: Path, image: Path, *model: str) -> np.ndarray:
     """The probabilities segnet-predict writes for one image with `model`'s arguments."""
-    predict(compose_config([*model, f"input={image}", f"output={output}", "save_probabilities=true", "op=python",
-                            "device=cpu", "num_workers=0"], name="predict"))
+    predict_command(compose_config([*model, f"input={image}", f"output={output}", "save_probabilities=true",
+                                    "op=python", "device=cpu", "num_workers=0"], name="predict"))
     return np.load(output / f"{image.name.removesuffix('.nii.gz')}.npz")["probabilities"]
 
 
@@ -80,7 +80,8 @@ def test_packages_that_predict_one_mirrored_and_one_not_need_tta_given(choice, t
     _, runs, best = choice
     scored, plain = tmp_path / "scored.zip", tmp_path / "plain.zip"
     package_of(best, scored)
-    assert export_model(compose_config([f"runs=[{runs[0]}]", f"output={plain}"], name="export_model"))["tta"] is True
+    plain_manifest = export_model_command(compose_config([f"runs=[{runs[0]}]", f"output={plain}"], name="export_model"))
+    assert plain_manifest["tta"] is True
     given = [f"exported=[{scored},{plain}]", f"input={tmp_path}", f"output={tmp_path / 'out'}"]
     with pytest.raises(ConfigError, match=r"some predict mirrored and some not \(their choices' tta\): give tta=true"):
         prediction_inputs(compose_config(given, name="predict"))

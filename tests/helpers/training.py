@@ -22,11 +22,11 @@ CONF = ROOT / "conf"
 
 # A few seconds per run on 2 CPU cores: tiny images, a 2-level U-Net, one epoch.
 TINY_2D = [
-    "data.image_size=32", "data.roi_size=[32,32]", "data.radius=[3,8]", "data.num_objects=3",
+    "data.image_size=32", "data.patch_size=[32,32]", "data.radius=[3,8]", "data.num_objects=3",
     "data.num_train=8", "data.num_val=2", "data.batch_size=4",
 ]
 TINY_3D = [
-    "data=synthetic3d", "data.image_size=24", "data.roi_size=[16,16,16]", "data.radius=[3,6]",
+    "data=synthetic3d", "data.image_size=24", "data.patch_size=[16,16,16]", "data.radius=[3,6]",
     "data.num_objects=2", "data.num_train=2", "data.num_val=1", "data.batch_size=1",
 ]
 TINY_MODEL = ["model.channels=[8,16]", "model.strides=[2]"]

@@ -16,7 +16,8 @@ import torch
 from helpers.data import head_in_noise
 from segnet.data.cropping import crop_box
 from segnet.data.dataset_json import Case
-from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.ensemble import Predictor
+from segnet.inference.prediction_writer import PredictionWriter
 from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import dice_per_class
 from segnet.model.network import build_network

@@ -22,9 +22,9 @@ from helpers.training import compose_config, train_tiny_task
 from segnet.data.image_files import read_stamp
 from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
 from segnet.generated.phantom import save_nifti
-from segnet.inference.predict import predict
+from segnet.inference.input_cases import find_cases
+from segnet.inference.predict import predict_command
 from segnet.inference.prediction_arguments import part_of
-from segnet.inference.predictor import find_cases
 from segnet.inference.provenance import RECORD, claim, create_json, read_record
 
 
@@ -215,9 +215,9 @@ def test_a_scan_corrupt_inside_its_stream_stops_prediction_before_anything_is_wr
     (images / "b_corrupt.nii.gz").write_bytes(whole)
 
     def predict_with(*overrides):
-        return predict(compose_config([f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}", "op=cpp",
-                                       f"output={tmp_path / 'out'}", "tta=false", *overrides], tmp_path / "hydra",
-                                      name="predict"))
+        return predict_command(compose_config([f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}", "op=cpp",
+                                               f"output={tmp_path / 'out'}", "tta=false", *overrides],
+                                              tmp_path / "hydra", name="predict"))
 
     with pytest.raises(DatasetError) as stopped:
         predict_with()
@@ -242,7 +242,7 @@ def test_a_scan_cut_short_is_one_line_naming_it(trained, tmp_path):
     cfg = compose_config([f"ckpt_path={run}/checkpoints/best.ckpt", f"input={images}", f"output={tmp_path / 'out'}",
                           "op=cpp"], tmp_path / "hydra", name="predict")
     with pytest.raises(SystemExit) as stopped, user_errors_as_one_line():  # as segnet-predict runs it
-        predict(cfg)
+        predict_command(cfg)
     assert stopped.value.code == (
         "error: 1 input scan(s) cannot be predicted, nothing was written (skip_broken=true leaves their cases out and "
         f"goes on with the others):\n{images / 'cut.nii.gz'}: cannot be read (EOFError: Compressed file ended before "
@@ -262,7 +262,7 @@ def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog)
     def predict_with(checkpoint, *overrides, tta="false", source=images):
         cfg = compose_config([f"ckpt_path={checkpoint}", f"input={source}", f"output={out}", "op=cpp", f"tta={tta}",
                               *overrides], tmp_path / "hydra", name="predict")
-        return [prediction.case.name for prediction in predict(cfg)]
+        return [prediction.case.name for prediction in predict_command(cfg)]
 
     def stamps():  # the model's id in each label map's stamp, which names its image's content too
         return {path.name: read_stamp(path).removeprefix("segnet-predict model ").split(" image ")[0]
@@ -347,8 +347,9 @@ def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(
     image = root / "imagesTr" / "case_000.nii.gz"
 
     def probabilities(name, *models):
-        predict(compose_config([f"ckpt_path=[{','.join(map(str, models))}]", f"input={image}", "tta=false",
-                                f"output={tmp_path / name}", "save_probabilities=true", "op=cpp"], name="predict"))
+        predict_command(compose_config([f"ckpt_path=[{','.join(map(str, models))}]", f"input={image}", "tta=false",
+                                        f"output={tmp_path / name}", "save_probabilities=true", "op=cpp"],
+                                       name="predict"))
         return np.load(tmp_path / name / "case_000.npz")["probabilities"]
 
     alone = {name: probabilities(name, model) for name, model in
@@ -366,10 +367,10 @@ def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(
 @pytest.mark.slow
 def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_with_its_command(
         trained, trained_2d, tmp_path):
-    from segnet.postprocessing.find_best import find_best_configuration
+    from segnet.postprocessing.find_best import find_best_command
 
     root, run = trained
-    result = find_best_configuration(compose_config(
+    result = find_best_command(compose_config(
         [f"data.root={root}", f"runs=[{run},{trained_2d[1]}]", "checkpoint=last.ckpt", "tta=false", "op=cpp"],
         output_dir=tmp_path / "best", name="find_best"))
     assert list(result["means"]) == ["3d", "2d", "3d + 2d"]
@@ -393,7 +394,7 @@ def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_w
 
 @pytest.mark.slow
 def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained, trained_2d, tmp_path, monkeypatch):
-    from segnet.export.export_model import export_model
+    from segnet.export.export_model import export_model_command
     from segnet.inference.loading import load_for_inference
     from segnet.inference.package import read_manifest, unpacked
 
@@ -407,8 +408,8 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
                                                              "classes_largest_component": []}))
     (runs[1] / "postprocessing.json").write_text((runs[0] / "postprocessing.json").read_text())
     package = tmp_path / "model.zip"
-    manifest = export_model(compose_config([f"runs=[{runs[0]},{runs[1]}]", f"output={package}",
-                                            "exports=[exported_program]"], name="export_model"))
+    manifest = export_model_command(compose_config([f"runs=[{runs[0]},{runs[1]}]", f"output={package}",
+                                                    "exports=[exported_program]"], name="export_model"))
     assert [m["configuration"] for m in manifest["models"]] == ["3d", "2d"]
     # each network rides along exported, for torch and the op library alone, computing what it computes
     assert manifest["exports"] == {"formats": ["exported_program"], "device": "cpu"}
@@ -426,8 +427,8 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
     image = root / "imagesTr" / "case_000.nii.gz"
 
     def predicted(name, *model):
-        predict(compose_config([*model, f"input={image}", f"output={tmp_path / name}", "save_probabilities=true",
-                                "tta=false", "op=cpp"], name="predict"))
+        predict_command(compose_config([*model, f"input={image}", f"output={tmp_path / name}",
+                                        "save_probabilities=true", "tta=false", "op=cpp"], name="predict"))
         return (np.asarray(nib.load(tmp_path / name / "case_000.nii.gz").dataobj),
                 np.load(tmp_path / name / "case_000.npz")["probabilities"])
 
@@ -453,8 +454,9 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
 @pytest.mark.cuda
 def test_on_a_gpu_the_probabilities_are_mapped_back_there_as_the_cpu_maps_them(trained, tmp_path):
     from segnet.data.dataset_json import Case
+    from segnet.inference.ensemble import Predictor
     from segnet.inference.loading import load_for_inference
-    from segnet.inference.predictor import PredictionWriter, Predictor
+    from segnet.inference.prediction_writer import PredictionWriter
 
     root, run = trained
     case = Case("case_000", (str(root / "imagesTr" / "case_000.nii.gz"),), None)
@@ -476,9 +478,10 @@ def test_the_pipelined_predictor_writes_what_one_case_after_another_writes(train
     root, run = trained
     models = f"ckpt_path=[{run}/checkpoints/last.ckpt,{trained_2d[1]}/checkpoints/last.ckpt]"  # two plans
     for workers in (0, 2):
-        predictions = predict(compose_config([models, f"input={root / 'imagesTr'}", f"output={tmp_path / str(workers)}",
-                                              f"num_workers={workers}", "save_probabilities=true", "tta=false",
-                                              "op=cpp"], name="predict"))
+        predictions = predict_command(compose_config([models, f"input={root / 'imagesTr'}",
+                                                      f"output={tmp_path / str(workers)}", f"num_workers={workers}",
+                                                      "save_probabilities=true", "tta=false", "op=cpp"],
+                                                     name="predict"))
         assert [p.case.name for p in predictions] == ["case_000", "case_001", "case_002"]  # in order
     for name in ("case_000", "case_001", "case_002"):
         one, two = (tmp_path / str(workers) / f"{name}.nii.gz" for workers in (0, 2))

@@ -70,12 +70,12 @@ def test_the_gradient_reaches_every_supervision_head():
 
 
 def test_the_export_returns_the_full_resolution_alone(tmp_path):
-    from segnet.export.exporter import export_model
+    from segnet.export.exporter import export_network
 
     net = network(levels=3, backend="cpp")  # an export calls the fused op
     data = {"spatial_dims": 2, "in_channels": 1, "class_names": ["background", "a", "b"]}
     model = TrainedModel(net, data, {}, torch.device("cpu"), backend="cpp")
-    export_model(model, tmp_path / "model.pt2", "exported_program")
+    export_network(model, tmp_path / "model.pt2", "exported_program")
     program = torch.export.load(str(tmp_path / "model.pt2")).module()
     x = torch.randn(1, 1, 16, 24)
     with torch.no_grad():

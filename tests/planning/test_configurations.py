@@ -14,7 +14,7 @@ import torch
 from helpers.data import write_decathlon
 from helpers.training import TINY_MODEL, TINY_TRAINER, compose_config
 from segnet.errors import ConfigError
-from segnet.inference.predict import predict
+from segnet.inference.predict import predict_command
 from segnet.planning.planner import LOWRES_COVERAGE, Budget, Dataset, coverage, lowres_configuration
 
 MODEL = {"channels": [8, 16], "strides": [2], "num_res_units": 1, "norm": "instance", "act": "prelu",
@@ -60,8 +60,8 @@ def test_a_run_trains_the_lowres_configuration_and_predicts_onto_the_image_grid(
     assert data["configuration"] == "3d_lowres" and data["spatial_dims"] == 3
     assert data["spacing"] == lowres_plan["spacing"] and data["spacing"] > plan["configurations"]["3d"]["spacing"]
     image = root / "imagesTr" / "case_000.nii.gz"
-    predict(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={image}", f"output={tmp_path / 'out'}",
-                            "op=python"], name="predict"))
+    predict_command(compose_config([f"ckpt_path={run}/checkpoints/final.ckpt", f"input={image}",
+                                    f"output={tmp_path / 'out'}", "op=python"], name="predict"))
     written = nib.load(tmp_path / "out" / "case_000.nii.gz")
     assert written.shape == nib.load(image).shape and np.allclose(written.affine, nib.load(image).affine)
     with pytest.raises(ConfigError, match=r"data.configuration=3d_midres: the plan of .* has 2d, 3d, "

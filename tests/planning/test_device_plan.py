@@ -26,7 +26,7 @@ def test_the_cpu_budget_is_make_trains_step():
     cfg = compose_config([])  # make train: python train.py
     model = OmegaConf.to_container(cfg.model, resolve=True)
     flops = step_flops_per_voxel(model, 2, cfg.data.in_channels, cfg.data.num_classes)
-    step = flops * cfg.data.batch_size * math.prod(cfg.data.roi_size) / 1e9
+    step = flops * cfg.data.batch_size * math.prod(cfg.data.patch_size) / 1e9
     assert step == pytest.approx(CPU_STEP_GFLOPS, rel=0.01)
     assert compose_config(["data=folder", "data.root=/x"]).data.cpu_step_gflops == CPU_STEP_GFLOPS
 

@@ -19,8 +19,9 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
 from segnet.generated.phantom import sample_phantom, write_phantom_dataset
+from segnet.inference.ensemble import Predictor
 from segnet.inference.loading import load_checkpoint
-from segnet.inference.predictor import PredictionWriter, Predictor
+from segnet.inference.prediction_writer import PredictionWriter
 from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import dice_per_class
 from segnet.planning.fingerprint import ras_geometry
@@ -282,7 +283,7 @@ def test_training_plans_writes_and_takes_back_its_plan(tmp_path):
     written = (tmp_path / "planned" / "config.yaml").read_text()
     assert "${" not in written  # resolved: no interpolation left to resolve differently later
     trained = OmegaConf.create(written)
-    assert trained.data.patch_size == trained.data.roi_size == planned["patch_size"]
+    assert trained.data.patch_size == trained.inference.roi_size == planned["patch_size"]
     assert planned["samples_per_volume"] == trained.data.samples_per_volume
     assert trained.data.batch_size == planned["batch_size"] == math.ceil(
         planned["crops_per_step"] / planned["samples_per_volume"])
@@ -349,7 +350,7 @@ def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):
     assert len(plan["fingerprint"]["foreground_intensities"]) == 2
     out = tmp_path / "predicted"
     writer = PredictionWriter(Predictor([load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")]), out)
-    from segnet.inference.predictor import find_cases
+    from segnet.inference.input_cases import find_cases
 
     (case, *_) = find_cases(root / "imagesTr", in_channels=2)
     written = nib.load(writer.run_case(case).file)

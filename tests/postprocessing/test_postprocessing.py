@@ -18,11 +18,11 @@ from helpers.data import write_decathlon
 from helpers.training import compose_config, train_tiny_task
 from segnet.data.regions import Regions
 from segnet.errors import ConfigError
-from segnet.evaluation.evaluate import evaluate
+from segnet.evaluation.evaluate import evaluate_command
 from segnet.evaluation.evaluator import Evaluator
 from segnet.inference.component_rules import FILE, NONE, Rules, case_scores, read_rules, rules_for, unit_dice
 from segnet.postprocessing.decide import decide, decide_regions
-from segnet.postprocessing.postprocess import postprocess
+from segnet.postprocessing.postprocess import postprocess_command
 
 
 def two_class_case() -> tuple[np.ndarray, np.ndarray]:
@@ -139,8 +139,9 @@ def class_components(folder, label: int) -> list[int]:
 def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(tmp_path_factory, tmp_path,
                                                                                monkeypatch):
     root, run = train_tiny_task(tmp_path_factory, "data.patch_size=[16,16,16]", "data.batch_size=1")
-    record = postprocess(compose_config([f"data.root={root}", f"runs=[{run}]", "checkpoint=last.ckpt", "tta=false",
-                                         "op=cpp"], output_dir=tmp_path / "decided", name="postprocess"))
+    record = postprocess_command(compose_config([f"data.root={root}", f"runs=[{run}]", "checkpoint=last.ckpt",
+                                                 "tta=false", "op=cpp"], output_dir=tmp_path / "decided",
+                                                name="postprocess"))
     assert json.loads((run / FILE).read_text()) == record == json.loads((tmp_path / "decided" / FILE).read_text())
     decided_on = sorted(path.name.removesuffix(".nii.gz") for path in (tmp_path / "decided" / "run_0").glob("*.nii.gz"))
     assert record["decided_on"]["cases"] == len(decided_on) > 0
@@ -159,8 +160,9 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
 
     monkeypatch.setattr(Evaluator, "predict", with_an_island)
     for given in ("auto", "none"):
-        evaluate(compose_config([f"data.root={root}", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", "op=cpp",
-                                 f"postprocessing={given}"], output_dir=tmp_path / given, name="evaluate"))
+        evaluate_command(compose_config([f"data.root={root}", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+                                         "op=cpp", f"postprocessing={given}"], output_dir=tmp_path / given,
+                                        name="evaluate"))
     assert set(class_components(tmp_path / "auto" / "predictions", 1)) == {1}
     assert min(class_components(tmp_path / "none" / "predictions", 1)) >= 2
     # Each summary says what it scored; the rules were chosen on these very cases, so the score
@@ -187,7 +189,7 @@ def test_a_dataset_that_numbers_the_classes_otherwise_is_refused_before_anything
                          output_dir=tmp_path / "decided", name="postprocess")
     refused = f"classes ['background', 'shell', 'core'] in {root}/dataset.json but ['background', 'core', 'shell'] in "
     with pytest.raises(ConfigError, match=re.escape(f"{refused}{checkpoint}")):
-        postprocess(cfg)
+        postprocess_command(cfg)
     assert not (run / FILE).exists()
 
 
@@ -197,9 +199,9 @@ def test_postprocess_leaves_out_a_run_that_trained_on_its_validation_cases(tmp_p
     fold, every_case = tmp_path / "fold0", tmp_path / "all"
     for run, data in ((fold, run_data()), (every_case, {**run_data(), "fold": "all"})):
         write_checkpoint(run / "checkpoints" / "final.ckpt", MODEL_3D, data)
-    record = postprocess(compose_config([f"data.root={root}", f"runs=[{every_case},{fold}]", "tta=false",
-                                         "op=python", "device=cpu"], output_dir=tmp_path / "decided",
-                                        name="postprocess"))
+    record = postprocess_command(compose_config([f"data.root={root}", f"runs=[{every_case},{fold}]", "tta=false",
+                                                 "op=python", "device=cpu"], output_dir=tmp_path / "decided",
+                                                name="postprocess"))
     assert record["decided_on"]["runs"] == [str(fold.resolve())] and record["decided_on"]["cases"] == 2
     assert record["decided_on"]["left_out"] == {
         str(every_case.resolve()): "it trained on 4 of its 4 validation case(s) (data.fold=all)"}

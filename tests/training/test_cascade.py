@@ -23,7 +23,7 @@ from segnet.data.transforms import eval_transforms
 from segnet.errors import ConfigError
 from segnet.generated.tumour import write_tumour_dataset
 from segnet.inference import previous_stage
-from segnet.inference.predictor import CaseLoader, images_digest
+from segnet.inference.prediction_writer import CaseLoader, images_digest
 from segnet.inference.previous_stage import (
     OUT_OF_FOLD,
     PREDICTED_FIRST,
@@ -95,7 +95,7 @@ def test_prediction_reads_the_first_stage_map_as_one_hot_channels_after_the_imag
 @pytest.mark.slow
 def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_its_first_stage(tmp_path, monkeypatch,
                                                                                                caplog):
-    from segnet.inference.predict import predict
+    from segnet.inference.predict import predict_command
     from segnet.training.train import train
 
     root = write_decathlon(tmp_path / "Task", cases=3)
@@ -137,8 +137,8 @@ def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_i
     if not image.is_file():
         image = root / "imagesTr" / "case_000.nii.gz"
     out = tmp_path / "out"
-    predict(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={image}", f"output={out}",
-                            "op=python"], name="predict"))
+    predict_command(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={image}", f"output={out}",
+                                    "op=python"], name="predict"))
     assert (out / PREDICTED_FIRST / "case_000.nii.gz").is_file()  # the first stage predicted it first
     written = nib.load(out / "case_000.nii.gz")
     assert written.shape == nib.load(image).shape and np.allclose(written.affine, nib.load(image).affine)
@@ -152,8 +152,8 @@ def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_i
     other = write_decathlon(tmp_path / "Other", cases=3, first_seed=10)
     other_image = next((other / "imagesTr").glob("case_000*"))
     for folder in (out, tmp_path / "fresh"):
-        predict(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={other_image}",
-                                f"output={folder}", "op=python"], name="predict"))
+        predict_command(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={other_image}",
+                                        f"output={folder}", "op=python"], name="predict"))
     assert backends == ["python"] * 4  # two first-stage runs, two predictions
     new_case = Case("case_000", (str(other_image),), None)
     assert read_stamp(out / PREDICTED_FIRST / "case_000.nii.gz").endswith(f" image {images_digest(new_case)}")

@@ -15,7 +15,7 @@ from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config, 
 from scripts import search_report
 from segnet.commands import check_plugins
 from segnet.errors import ConfigError
-from segnet.training.folds import FOLDS_FILE, objective_of, train_folds
+from segnet.training.train_command import FOLDS_FILE, objective_of, train_command
 
 
 @pytest.mark.slow
@@ -103,9 +103,9 @@ def test_the_objective_is_named_by_the_configuration():
 def test_a_trial_over_folds_trains_each_in_its_folder_and_returns_their_mean(tmp_path):
     root = write_decathlon(tmp_path / "Task", cases=3)
     run = tmp_path / "run"
-    summary = train_folds(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "folds=[0,2]",
-                                          "objective=best_val_dice_mean", "data.num_workers=0", "op=python",
-                                          "data.steps_per_epoch=1", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
+    summary = train_command(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "folds=[0,2]",
+                                            "objective=best_val_dice_mean", "data.num_workers=0", "op=python",
+                                            "data.steps_per_epoch=1", *TINY_MODEL, *TINY_TRAINER], output_dir=run))
     scores = {fold: json.loads((run / f"fold_{fold}" / "metrics.json").read_text())["best_val_dice_mean"]
               for fold in ("0", "2")}
     assert summary == {"best_val_dice_mean": pytest.approx(sum(scores.values()) / 2), "folds": scores}

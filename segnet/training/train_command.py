@@ -24,7 +24,7 @@ def objective_of(metrics: dict[str, Any], name: str) -> float:
     return float(metrics[name])
 
 
-def train_folds(cfg: DictConfig) -> dict[str, Any]:
+def train_command(cfg: DictConfig) -> dict[str, Any]:
     """The run's metrics; with `folds`, each fold's objective and their mean (under the objective's name)."""
     from segnet.training.train import train
 
