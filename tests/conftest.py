@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -57,6 +58,69 @@ def cpu_library():
     """The compiled CPU library, built once per test run."""
     load_compiled("cpu")
     return torch.ops.segnet_ops
+
+
+class TrainedRun(NamedTuple):
+    """A shared tiny model: the task it trained on and its run folder, both read-only to tests."""
+
+    root: Path
+    run: Path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.run / "checkpoints" / "last.ckpt"
+
+
+def folder_state(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with its size and modification time."""
+    return {str(path.relative_to(folder)): (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def shared_unchanged(value, *folders: Path):
+    """A session fixture's body: yields `value`; afterwards fails if a test wrote into, or removed
+    from, one of `folders`. Shared by every test of the session, they must hold the same files
+    whichever test ran first (copy a run folder to tmp_path before writing there, e.g. its
+    postprocessing.json)."""
+    made = [folder_state(folder) for folder in folders]
+    yield value
+    changed = [str(folder) for folder, state in zip(folders, made, strict=True) if folder_state(folder) != state]
+    assert not changed, f"a test changed the shared folder(s) {changed}: copy them to tmp_path before writing there"
+
+
+@pytest.fixture(scope="session")
+def tiny_task(tmp_path_factory) -> Path:
+    """The tiny Decathlon task of the shared models below (per pytest-xdist worker: each has its
+    own tmp_path_factory)."""
+    from helpers.training import write_tiny_task  # with Hydra and Lightning: seconds only a test that asks waits
+
+    root = write_tiny_task(tmp_path_factory.mktemp("tiny_task"))
+    yield from shared_unchanged(root, root)
+
+
+@pytest.fixture(scope="session")
+def trained_3d(tiny_task, tmp_path_factory) -> TrainedRun:
+    """One tiny 3D model for every inference, export, postprocessing and evaluation test that
+    needs a real one, trained once per session. 60 steps: enough to have learned the spheres
+    (validation Dice 0.85, each class one component, on the 2-core machine in 10-20 s), which
+    postprocessing's test needs; after 2 steps class 1 is one blob reaching the corners, after 20 23 pieces."""
+    from helpers.training import train_tiny_model
+
+    run = tmp_path_factory.mktemp("trained_3d")
+    train_tiny_model(tiny_task, run, "data.patch_size=[16,16,16]", "data.batch_size=1", "data.steps_per_epoch=60")
+    yield from shared_unchanged(TrainedRun(tiny_task, run), run)
+
+
+@pytest.fixture(scope="session")
+def trained_2d(tiny_task, tmp_path_factory) -> TrainedRun:
+    """The 2D model of trained_3d's task and fold (another configuration, slice by slice). Two
+    steps: its tests ask what it computes, not how well (250 took a minute)."""
+    from helpers.training import train_tiny_model
+
+    run = tmp_path_factory.mktemp("trained_2d")
+    train_tiny_model(tiny_task, run, "data.spatial_dims=2", "data.patch_size=[16,16]", "data.batch_size=1",
+                     "data.steps_per_epoch=2")
+    yield from shared_unchanged(TrainedRun(tiny_task, run), run)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -136,17 +136,12 @@ def load_as_trained(evaluator: Evaluator, image: str, label: str) -> torch.Tenso
 
 
 @pytest.fixture
-def oracle_evaluator(tmp_path, monkeypatch):
+def oracle_evaluator(trained_3d, tmp_path, monkeypatch):
     """An evaluator whose 'model' answers with the reference label (loaded and reoriented like an
-    image), so predictions written back must reproduce the label files voxel for voxel."""
-    root = write_decathlon(tmp_path / "Task", cases=3, affine=OBLIQUE_AFFINE, with_test=True)
-    run = tmp_path / "train"
-    train(compose_config(["data=folder", "data.steps_per_epoch=null", f"data.root={root}",
-                          "data.patch_size=[16,16,16]", "data.num_workers=0", "data.batch_size=1", "data.num_folds=3",
-                          *TINY_MODEL, *TINY_TRAINER], output_dir=run))
-    model = load_checkpoint(run / "checkpoints" / "last.ckpt", backend="cpp")
-    evaluator = Evaluator(model, tmp_path / "eval")
-    return evaluator, describe_dataset(str(root)), monkeypatch
+    image), so predictions written back must reproduce the label files voxel for voxel. The shared
+    3D model (its task on an oblique grid, with a test image) gives the plan and the network."""
+    evaluator = Evaluator(load_checkpoint(trained_3d.checkpoint, backend="cpp"), tmp_path / "eval")
+    return evaluator, describe_dataset(str(trained_3d.root)), monkeypatch
 
 
 def test_predictions_come_back_in_the_image_geometry(oracle_evaluator):

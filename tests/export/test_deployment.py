@@ -19,7 +19,6 @@ import torch
 
 from helpers import ROOT
 from helpers.commands import run_command
-from helpers.training import train_tiny_task
 from ops import library, standalone
 from segnet.data.dataset_json import Case
 from segnet.export.exporter import export_network
@@ -69,7 +68,7 @@ def installed_wheel(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained, installed_wheel):
+def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained_2d, installed_wheel):
     venv, bare, empty_cache = installed_wheel
     check = (
         "import torch, ops; from pathlib import Path; from ops import library; "
@@ -95,10 +94,9 @@ def test_the_wheel_runs_the_op_and_predicts_without_a_compiler(tmp_path, trained
     assert next(venv.glob("lib/python*/site-packages/ops/csrc/march/window.h")).is_file()  # sources for a JIT build
 
     # Prediction from an exported model, with the installed package alone (no scripts/, no checkout).
-    root, checkpoint = trained
-    model = load_checkpoint(checkpoint, backend="cpp")
+    model = load_checkpoint(trained_2d.checkpoint, backend="cpp")
     export_network(model, tmp_path / "model.pt2", "exported_program")
-    image = root / "imagesTr" / "case_000.nii.gz"
+    image = trained_2d.root / "imagesTr" / "case_000.nii.gz"
     predicted = subprocess.run(
         [venv / "bin" / "segnet-predict", f"model={tmp_path / 'model.pt2'}", f"input={image}",
          f"output={tmp_path / 'labels'}", "device=cpu", f"hydra.run.dir={tmp_path / 'predict'}"],
@@ -158,28 +156,19 @@ def test_the_wheel_runs_the_op_on_the_gpu_with_its_shipped_cuda_library(tmp_path
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    root, run = train_tiny_task(tmp_path_factory, "data.steps_per_epoch=2", "data.spatial_dims=2",
-                                "data.patch_size=[16,16]", "data.batch_size=2")
-    return root, run / "checkpoints" / "last.ckpt"
-
-
-@pytest.fixture(scope="module")
-def aoti_package(trained, tmp_path_factory):
-    """segnet-export's package of the checkpoint (AOTInductor, its default format): compiled once,
-    for the two tests below that run it."""
-    _, checkpoint = trained
+def aoti_package(trained_2d, tmp_path_factory):
+    """segnet-export's package of the shared 2D model (AOTInductor, its default format): compiled
+    once, for the two tests below that run it."""
     package = tmp_path_factory.mktemp("export") / "model.pt2"
-    done = run_command("segnet-export", f"ckpt_path={checkpoint}", f"output={package}", timeout=900)
+    done = run_command("segnet-export", f"ckpt_path={trained_2d.checkpoint}", f"output={package}", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return package
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("export_format", ["exported_program", "aoti"])
-def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp_path, export_format, request):
-    _, checkpoint = trained
-    model = load_checkpoint(checkpoint, backend="cpp")
+def test_the_export_runs_without_the_training_code_and_equals_eager(trained_2d, tmp_path, export_format, request):
+    model = load_checkpoint(trained_2d.checkpoint, backend="cpp")
     if export_format == "aoti":
         package = request.getfixturevalue("aoti_package")
     else:
@@ -212,18 +201,17 @@ def test_the_export_runs_without_the_training_code_and_equals_eager(trained, tmp
 
 
 @pytest.mark.slow
-def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained, aoti_package, tmp_path):
-    root, checkpoint = trained
+def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained_2d, aoti_package, tmp_path):
 
     def command(name, *args):
         done = run_command(name, *args, f"hydra.run.dir={tmp_path}/h", timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
 
-    images = root / "imagesTr"
+    images = trained_2d.root / "imagesTr"
     command("segnet-predict", f"model={aoti_package}", f"input={images}", f"output={tmp_path / 'exported'}",
             "device=cpu")
-    command("segnet-predict", f"ckpt_path={checkpoint}", f"input={images}", f"output={tmp_path / 'checkpoint'}",
-            "device=cpu")
+    command("segnet-predict", f"ckpt_path={trained_2d.checkpoint}", f"input={images}",
+            f"output={tmp_path / 'checkpoint'}", "device=cpu")
     for case in sorted(images.iterdir()):
         a, b = (nib.load(tmp_path / side / case.name) for side in ("exported", "checkpoint"))
         assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj)) and np.allclose(a.affine, b.affine)

@@ -112,15 +112,18 @@ def tiny_overrides(spatial_dims: int = 2) -> list[str]:
     return (TINY_2D if spatial_dims == 2 else TINY_3D) + TINY_MODEL + TINY_TRAINER
 
 
-def train_tiny_task(tmp_path_factory, *overrides: str) -> tuple[Path, Path]:
-    """A tiny Decathlon task on an oblique grid and a tiny model trained on it: (dataset, run folder)."""
+def write_tiny_task(folder: Path) -> Path:
+    """The tiny Decathlon task the suite's shared models train on (tests/conftest.py): three
+    cases on an oblique grid and one test image (imagesTs)."""
+    return write_decathlon(folder / "Task", cases=3, affine=OBLIQUE_AFFINE, with_test=True)
+
+
+def train_tiny_model(root: Path, run: Path, *overrides: str) -> None:
+    """A tiny model trained on the Decathlon task at `root` (its fold 0 of 3) into the run folder `run`."""
     from segnet.training.train import train
 
-    root = write_decathlon(tmp_path_factory.mktemp("data") / "Task", cases=3, affine=OBLIQUE_AFFINE)
-    run = tmp_path_factory.mktemp("run")
     train(compose_config(["data=folder", f"data.root={root}", "data.num_folds=3", "data.num_workers=0", "op=cpp",
                           *overrides, *TINY_MODEL, *TINY_TRAINER], output_dir=run))
-    return root, run
 
 
 def run_train_script(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 
 from helpers.commands import installed_command, run_command
-from helpers.training import compose_config, train_tiny_task
+from helpers.training import compose_config
 from segnet.data.image_files import read_stamp
 from segnet.errors import ConfigError, DatasetError, user_errors_as_one_line
 from segnet.generated.phantom import save_nifti
@@ -79,18 +79,6 @@ def test_a_part_outside_the_parts_is_refused():
             part_of([], num_parts, part_id)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    return train_tiny_task(tmp_path_factory, "data.steps_per_epoch=null", "data.patch_size=[16,16,16]",
-                           "data.batch_size=1")
-
-
-@pytest.fixture(scope="module")
-def trained_2d(tmp_path_factory):
-    """A 2D model of the same task and fold as `trained`'s 3D one: another configuration."""
-    return train_tiny_task(tmp_path_factory, "data.spatial_dims=2", "data.patch_size=[16,16]", "data.batch_size=1")
-
-
 def run_script(command: str, args: list[str], out) -> subprocess.CompletedProcess:
     return run_command(command, *args, f"hydra.run.dir={out}/hydra")
 
@@ -105,8 +93,8 @@ def scaled_head_copy(checkpoint, path):
 
 
 @pytest.mark.slow
-def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path):
-    root, run = trained
+def test_predictions_of_new_images_come_back_in_their_geometry(trained_3d, tmp_path):
+    root, run = trained_3d
     images = tmp_path / "new"
     images.mkdir()
     for i in range(2):  # images only, nnU-Net's channel naming, an oblique grid
@@ -136,8 +124,8 @@ def test_predictions_of_new_images_come_back_in_their_geometry(trained, tmp_path
 
 
 @pytest.mark.slow
-def test_evaluation_scores_what_prediction_writes(trained, tmp_path):
-    root, run = trained
+def test_evaluation_scores_what_prediction_writes(trained_3d, tmp_path):
+    root, run = trained_3d
     checkpoint = run / "checkpoints" / "last.ckpt"
     evaluated = run_script("segnet-evaluate", [f"ckpt_path={checkpoint}", f"data.root={root}", "data.split=all",
                                                "tta=true", "op=cpp"], tmp_path / "eval")
@@ -152,8 +140,8 @@ def test_evaluation_scores_what_prediction_writes(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained, tmp_path):
-    root, run = trained
+def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained_3d, tmp_path):
+    root, run = trained_3d
     images, out = tmp_path / "images", tmp_path / "out"
     images.mkdir()
     for i in range(3):
@@ -185,8 +173,8 @@ def test_a_killed_prediction_continues_with_the_cases_it_did_not_finish(trained,
 
 
 @pytest.mark.slow
-def test_a_lying_scan_among_the_inputs_stops_prediction_before_anything_is_written(trained, tmp_path):
-    root, run = trained
+def test_a_lying_scan_among_the_inputs_stops_prediction_before_anything_is_written(trained_3d, tmp_path):
+    root, run = trained_3d
     images = tmp_path / "images"
     images.mkdir()
     shutil.copy(root / "imagesTr" / "case_000.nii.gz", images / "good.nii.gz")
@@ -204,8 +192,8 @@ def test_a_lying_scan_among_the_inputs_stops_prediction_before_anything_is_writt
 
 @pytest.mark.slow
 def test_a_scan_corrupt_inside_its_stream_stops_prediction_before_anything_is_written_or_is_skipped(
-        trained, tmp_path, caplog):
-    root, run = trained
+        trained_3d, tmp_path, caplog):
+    root, run = trained_3d
     images = tmp_path / "images"
     images.mkdir()
     shutil.copy(root / "imagesTr" / "case_000.nii.gz", images / "a_good.nii.gz")  # first: written first
@@ -233,8 +221,8 @@ def test_a_scan_corrupt_inside_its_stream_stops_prediction_before_anything_is_wr
 
 
 @pytest.mark.slow
-def test_a_scan_cut_short_is_one_line_naming_it(trained, tmp_path):
-    root, run = trained
+def test_a_scan_cut_short_is_one_line_naming_it(trained_3d, tmp_path):
+    root, run = trained_3d
     images = tmp_path / "images"
     images.mkdir()
     whole = (root / "imagesTr" / "case_000.nii.gz").read_bytes()
@@ -250,8 +238,8 @@ def test_a_scan_cut_short_is_one_line_naming_it(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_continuing_never_mixes_two_models_label_maps(trained, tmp_path, caplog):
-    root, run = trained
+def test_continuing_never_mixes_two_models_label_maps(trained_3d, tmp_path, caplog):
+    root, run = trained_3d
     images, out = tmp_path / "images", tmp_path / "out"
     images.mkdir()
     for i in range(2):
@@ -334,15 +322,15 @@ def with_plan(checkpoint, path, **data):
 
 
 @pytest.mark.slow
-def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(trained, trained_2d, tmp_path):
+def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(trained_3d, trained_2d, tmp_path):
     # nnU-Net's ensemble of configurations: each predicts in its own plan and the configurations'
     # probabilities are averaged on the image's grid, one weight each (two models of one plan
     # count as one configuration)
-    root, run = trained
+    root, run = trained_3d
     checkpoint = run / "checkpoints" / "last.ckpt"
     data = torch.load(checkpoint, weights_only=True, map_location="cpu")["hyper_parameters"]["data"]
     coarse = with_plan(checkpoint, tmp_path / "coarse.ckpt", spacing=[2 * s for s in data["spacing"]])
-    flat = trained_2d[1] / "checkpoints" / "last.ckpt"  # a 2D model: slice by slice, in its own plan
+    flat = trained_2d.checkpoint  # a 2D model: slice by slice, in its own plan
     scaled = scaled_head_copy(checkpoint, tmp_path / "scaled.ckpt")
     image = root / "imagesTr" / "case_000.nii.gz"
 
@@ -366,12 +354,12 @@ def test_an_ensemble_across_plans_averages_each_configuration_on_the_image_grid(
 
 @pytest.mark.slow
 def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_with_its_command(
-        trained, trained_2d, tmp_path):
+        trained_3d, trained_2d, tmp_path):
     from segnet.postprocessing.find_best import find_best_command
 
-    root, run = trained
+    root, run = trained_3d
     result = find_best_command(compose_config(
-        [f"data.root={root}", f"runs=[{run},{trained_2d[1]}]", "checkpoint=last.ckpt", "tta=false", "op=cpp"],
+        [f"data.root={root}", f"runs=[{run},{trained_2d.run}]", "checkpoint=last.ckpt", "tta=false", "op=cpp"],
         output_dir=tmp_path / "best", name="find_best"))
     assert list(result["means"]) == ["3d", "2d", "3d + 2d"]
     assert result["means"][result["best"]]["Dice"] == max(means["Dice"] for means in result["means"].values())
@@ -393,15 +381,16 @@ def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_w
 
 
 @pytest.mark.slow
-def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained, trained_2d, tmp_path, monkeypatch):
+def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained_3d, trained_2d, tmp_path,
+                                                                         monkeypatch):
     from segnet.export.export_model import export_model_command
     from segnet.inference.loading import load_for_inference
     from segnet.inference.package import read_manifest, unpacked
 
     monkeypatch.setenv("SEGNET_MODELS", str(tmp_path / "unpacked"))
-    root, run = trained
+    root, run = trained_3d
     runs = [tmp_path / "runs" / name for name in ("3d", "2d")]
-    for source, copy in zip((run, trained_2d[1]), runs, strict=True):  # run folders that go away afterwards
+    for source, copy in zip((run, trained_2d.run), runs, strict=True):  # run folders that go away afterwards
         shutil.copytree(source, copy)
         shutil.copy(copy / "checkpoints" / "last.ckpt", copy / "checkpoints" / "final.ckpt")
     (runs[0] / "postprocessing.json").write_text(json.dumps({"foreground_largest_component": True,
@@ -452,13 +441,13 @@ def test_a_model_package_predicts_alone_what_its_runs_ensemble_predicts(trained,
 
 @pytest.mark.slow
 @pytest.mark.cuda
-def test_on_a_gpu_the_probabilities_are_mapped_back_there_as_the_cpu_maps_them(trained, tmp_path):
+def test_on_a_gpu_the_probabilities_are_mapped_back_there_as_the_cpu_maps_them(trained_3d, tmp_path):
     from segnet.data.dataset_json import Case
     from segnet.inference.ensemble import Predictor
     from segnet.inference.loading import load_for_inference
     from segnet.inference.prediction_writer import PredictionWriter
 
-    root, run = trained
+    root, run = trained_3d
     case = Case("case_000", (str(root / "imagesTr" / "case_000.nii.gz"),), None)
     written = {}
     for device in ("cpu", "cuda"):
@@ -474,9 +463,9 @@ def test_on_a_gpu_the_probabilities_are_mapped_back_there_as_the_cpu_maps_them(t
 
 
 @pytest.mark.slow
-def test_the_pipelined_predictor_writes_what_one_case_after_another_writes(trained, trained_2d, tmp_path):
-    root, run = trained
-    models = f"ckpt_path=[{run}/checkpoints/last.ckpt,{trained_2d[1]}/checkpoints/last.ckpt]"  # two plans
+def test_the_pipelined_predictor_writes_what_one_case_after_another_writes(trained_3d, trained_2d, tmp_path):
+    root = trained_3d.root
+    models = f"ckpt_path=[{trained_3d.checkpoint},{trained_2d.checkpoint}]"  # two plans
     for workers in (0, 2):
         predictions = predict_command(compose_config([models, f"input={root / 'imagesTr'}",
                                                       f"output={tmp_path / str(workers)}", f"num_workers={workers}",

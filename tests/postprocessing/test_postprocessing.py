@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import nibabel as nib
 import numpy as np
@@ -15,7 +16,7 @@ from scipy import ndimage
 
 from helpers.checkpoints import MODEL_3D, rename_in_dataset_json, run_data, write_checkpoint
 from helpers.data import write_decathlon
-from helpers.training import compose_config, train_tiny_task
+from helpers.training import compose_config
 from segnet.data.regions import Regions
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluate import evaluate_command
@@ -136,9 +137,9 @@ def class_components(folder, label: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(tmp_path_factory, tmp_path,
-                                                                               monkeypatch):
-    root, run = train_tiny_task(tmp_path_factory, "data.patch_size=[16,16,16]", "data.batch_size=1")
+def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(trained_3d, tmp_path, monkeypatch):
+    root = trained_3d.root
+    run = shutil.copytree(trained_3d.run, tmp_path / "run")  # the rules are written into the run folder
     record = postprocess_command(compose_config([f"data.root={root}", f"runs=[{run}]", "checkpoint=last.ckpt",
                                                  "tta=false", "op=cpp"], output_dir=tmp_path / "decided",
                                                 name="postprocess"))
