@@ -78,10 +78,10 @@ def folder_state(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def shared_unchanged(value, *folders: Path):
-    """A session fixture's body: yields `value`; afterwards fails if a test wrote into, or removed
-    from, one of `folders`. Shared by every test of the session, they must hold the same files
-    whichever test ran first (copy a run folder to tmp_path before writing there, e.g. its
-    postprocessing.json)."""
+    """The body of a fixture shared by the whole test run: yields `value`; afterwards fails if a
+    test wrote into, or removed from, one of `folders`. Shared by every test of the run, they must
+    hold the same files whichever test ran first (copy a run folder to tmp_path before writing
+    there, e.g. its postprocessing.json)."""
     made = [folder_state(folder) for folder in folders]
     yield value
     changed = [str(folder) for folder, state in zip(folders, made, strict=True) if folder_state(folder) != state]
@@ -101,7 +101,7 @@ def tiny_task(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def trained_3d(tiny_task, tmp_path_factory) -> TrainedRun:
     """One tiny 3D model for every inference, export, postprocessing and evaluation test that
-    needs a real one, trained once per session. 60 steps: enough to have learned the spheres
+    needs a real one, trained once per test run. 60 steps: enough to have learned the spheres
     (validation Dice 0.85, each class one component, on the 2-core machine in 10-20 s), which
     postprocessing's test needs; after 2 steps class 1 is one blob reaching the corners, after 20 23 pieces."""
     from helpers.training import train_tiny_model
