@@ -32,7 +32,7 @@ class CheckpointCases:
     def first_stage_maps(self, output: Path, workers: int = 0) -> dict[str, Path] | None:
         """A cascade's first-stage label map of each case: out of fold where a first-stage run
         validated on it, else predicted into `output`; None for a model that is no cascade."""
-        return first_stage_maps(self.model.data.get("previous_stage"), self.cases, output, self.device, self.backend,
+        return first_stage_maps(self.model.settings.previous_stage, self.cases, output, self.device, self.backend,
                                 workers, self.description)
 
     def writer(self, output: Path, tta: bool, save_probabilities: bool = False) -> PredictionWriter:

@@ -32,11 +32,11 @@ def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
                     "without_postprocessing has them without)", origin["why"])
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
-    topology = topology_classes(cfg.get("topology_classes"), list(model.data["class_names"]))
+    topology = topology_classes(cfg.get("topology_classes"), list(model.settings.class_names))
     previous = scored.first_stage_maps(output_dir, int(cfg.num_workers))
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
                         rules=rules, topology=topology, previous=previous).run(cases, int(cfg.num_workers))
-    summary = summarize(results, list(model.data["class_names"]))
+    summary = summarize(results, list(model.settings.class_names))
     summary["evaluated"] = {"checkpoint": str(checkpoint.resolve()), "step": model.step, "split": cfg.data.split,
                             "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin}}
     write_reports(summary, output_dir)
