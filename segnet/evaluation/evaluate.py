@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from segnet.checkpoints.paths import run_folder
 from segnet.evaluation.checkpoint_cases import checkpoint_cases
 from segnet.evaluation.evaluation_arguments import evaluation_inputs
-from segnet.evaluation.evaluator import Evaluator, summarize, write_reports
+from segnet.evaluation.evaluator import Evaluator, in_sample_cases, run_split, summarize, write_reports
 from segnet.evaluation.pictures import write_case_pictures
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
 from segnet.topology_metrics import topology_classes
@@ -30,6 +30,11 @@ def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
     if origin["optimistic"]:
         log.warning("postprocessing: %s, so the scores with it are optimistic (summary.json's "
                     "without_postprocessing has them without)", origin["why"])
+    trained_on = in_sample_cases(cases, run_split(description, model.data, run / "splits.json"))
+    if trained_on:
+        log.warning("%d of the %d case(s) scored (data.split=%s) are cases %s trained on (%s), so their scores are "
+                    "in-sample: score a fold's run on its validation split for out-of-sample scores",
+                    len(trained_on), len(cases), cfg.data.split, run, ", ".join(trained_on[:5]))
     log.info("evaluating %s on %d %s case(s) of %s (backend %s, tta %s, postprocessing %s)", checkpoint, len(cases),
              cfg.data.split, description.root, model.backend, cfg.tta, rules.to_json())
     topology = topology_classes(cfg.get("topology_classes"), list(model.settings.class_names))
@@ -38,7 +43,8 @@ def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
                         rules=rules, topology=topology, previous=previous).run(cases, int(cfg.num_workers))
     summary = summarize(results, list(model.settings.class_names))
     summary["evaluated"] = {"checkpoint": str(checkpoint.resolve()), "step": model.step, "split": cfg.data.split,
-                            "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin}}
+                            "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin},
+                            "trained_on": trained_on}
     write_reports(summary, output_dir)
     write_case_pictures(summary, output_dir)
     log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports and cases_<class>.png in %s",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,13 @@ def run_split(description: DatasetDescription, data_hparams: dict[str, Any], spl
         return read_split(splits_file, description)
     return choose_split(description, data_hparams.get("fold", 0), data_hparams.get("num_folds", 5),
                         data_hparams.get("split_seed", 12345))
+
+
+def in_sample_cases(cases: Sequence[Case], split: Split) -> list[str]:
+    """The names of the scored cases that the run trained on (a data.fold=all run's validation
+    cases, or data.split=all's training cases)."""
+    trained = {case.name for case in split.train}
+    return [case.name for case in cases if case.name in trained]
 
 
 def check_compatible(model: TrainedModel, description: DatasetDescription, checkpoint: Path) -> None:

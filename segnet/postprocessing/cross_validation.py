@@ -14,7 +14,7 @@ from segnet.checkpoints.paths import check_checkpoint_file
 from segnet.checkpoints.reading import saved_data
 from segnet.data.dataset_json import DatasetDescription
 from segnet.errors import ConfigError
-from segnet.evaluation.evaluator import run_split
+from segnet.evaluation.evaluator import in_sample_cases, run_split
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def in_sample(folder: Path, data: dict[str, Any], description: DatasetDescriptio
     """Why the run in `folder` would score in-sample (the validation cases it trained on), or None
     where it trained on none of them."""
     split = run_split(description, data, folder / "splits.json")
-    trained_on = {case.name for case in split.train} & {case.name for case in split.val}
+    trained_on = in_sample_cases(split.val, split)
     if not trained_on:
         return None
     return f"it trained on {len(trained_on)} of its {len(split.val)} validation case(s) (data.fold={split.fold})"

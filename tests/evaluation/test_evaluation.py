@@ -306,6 +306,10 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
     summary = json.loads((out / "summary.json").read_text())
     assert {"metric_per_case", "mean", "foreground_mean"} <= set(summary)
     assert summary["num_cases"] == 4
+    # data.split=all scores the 3 cases fold 0 of 4 trained on too: said, and listed
+    trained = json.loads((tmp_path / "train" / "splits.json").read_text())["train"]
+    assert summary["evaluated"]["trained_on"] == sorted(trained) and len(trained) == 3
+    assert "3 of the 4 case(s) scored (data.split=all) are cases" in result.stdout + result.stderr
     assert set(summary["mean"]) == {"1", "2"} and set(summary["foreground_mean"]) == set(METRICS)
     for case in summary["metric_per_case"]:
         assert case["reference_file"].endswith(".nii.gz") and case["prediction_file"].endswith(".nii.gz")
