@@ -73,7 +73,7 @@ def case_problems(case: Case, loaded: dict[str, Any], description: DatasetDescri
     if case.label:
         values = np.unique(np.asarray(loaded[case.label]))
         allowed = np.isin(values, description.label_values) | (values == description.ignore_label)
-        bad = values[(values != np.round(values)) | ~allowed]
+        bad = values[~allowed]  # a fractional value (an interpolated label) is no class's value either
         if bad.size:
             problems.append(f"{case.label}: label values {_values(bad)} are not classes of dataset.json "
                             f"({label_legend(description)})")
