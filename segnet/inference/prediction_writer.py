@@ -78,6 +78,7 @@ class PredictionWriter:
         self.predictor = predictor
         self.rules = rules
         self.stamp = stamp
+        self.digests: dict[Case, str] = {}  # each case's image files hashed once per run (is_done, then finish)
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
         cascades = [c.previous_stage is not None for c in predictor.configurations]
@@ -153,7 +154,9 @@ class PredictionWriter:
 
     def case_stamp(self, case: Case) -> str:
         """The stamp of this model's label map of this case's image files, as they are now."""
-        return f"{self.stamp} image {images_digest(case)}"
+        if case not in self.digests:
+            self.digests[case] = images_digest(case)
+        return f"{self.stamp} image {self.digests[case]}"
 
     def is_done(self, case: Case) -> bool:
         """Whether an earlier run of this model wrote this case whole, from the same image files,
