@@ -12,6 +12,7 @@ this torch may load them.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 import torch
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.info:
         return info()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the loader's "building ..." and "built in"
     print(f"build cache: {cache_root()}")
     try:
         built = [load("cpu")]

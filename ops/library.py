@@ -196,6 +196,13 @@ def _torch_lock_is_os_level() -> bool:
 
 
 BUILT_STAMP = "built"
+# What a build of each library is and about how long it takes, said before it starts (a build
+# that runs minutes in silence looks hung).
+BUILDS = {
+    "segnet_ops_cpu": "the C++ edge op (once per torch version and source change; one to two minutes on 2 cores)",
+    "segnet_ops_cuda": "the CUDA edge op (once per torch version and source change; minutes: nvcc compiles "
+                       "every architecture)",
+}
 
 
 def _finished(build_dir: Path, library: Path) -> bool:
@@ -218,6 +225,8 @@ def build(name: str, root: Path, sources: tuple[str, ...], flags: tuple[str, ...
             if _finished(build_dir, library):  # ninja's file names another checkout's paths: not rerun
                 torch.ops.load_library(str(library))
             else:
+                log.info("building %s into %s ...", BUILDS.get(name, name), build_dir)
+                compiling = time.perf_counter()
                 cpp_extension.load(
                     name=name,
                     sources=[str(root / s) for s in sources],
@@ -227,6 +236,7 @@ def build(name: str, root: Path, sources: tuple[str, ...], flags: tuple[str, ...
                     **kwargs,
                 )
                 (build_dir / BUILT_STAMP).touch()
+                log.info("built %s in %.0f s", name, time.perf_counter() - compiling)
     except (RuntimeError, OSError, ImportError) as error:  # compiler errors arrive as RuntimeError
         raise OpsBuildError(
             f"Building {name} in {build_dir} failed: {error}\n"

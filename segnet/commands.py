@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from segnet.config import CONF, register_resolvers
 from segnet.errors import ConfigError, user_errors_as_one_line
+from segnet.progress import starting
 
 # Arguments that choose Hydra's run folder or its files themselves.
 HYDRA_RUN_KEYS = ("hydra.run.dir=", "hydra.output_subdir=", "hydra/job_logging=")
@@ -103,6 +104,7 @@ def hydra_command(config_name: str, work: str, check: str | None = None, rewrite
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
+        starting()  # the first line, before the check and the work import torch and the rest
         with user_errors_as_one_line():
             if check is not None:
                 imported(check)(cfg)

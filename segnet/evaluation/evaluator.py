@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription, image_stem
 from segnet.data.headers import read_problem
@@ -36,6 +35,7 @@ from segnet.inference.pipeline import predicted_cases
 from segnet.inference.prediction_writer import PredictionWriter
 from segnet.inference.trained_model import TrainedModel
 from segnet.metrics import NSD_TOLERANCE_MM, dice_per_class, drop_ignored, nanmean, overlap_counts, surface_scores
+from segnet.progress import bar
 from segnet.topology_metrics import TOPOLOGY_METRICS, topology_scores
 
 SPLITS = ("validation", "test", "all")
@@ -161,7 +161,7 @@ class Evaluator(PredictionWriter):
 
     def run(self, cases: list[Case], workers: int = 0) -> list[CaseResult]:
         """Every case predicted and scored, in order; `workers` loader processes read ahead."""
-        return list(tqdm(predicted_cases(self, cases, workers), total=len(cases), desc="evaluating", unit="case"))
+        return list(bar(predicted_cases(self, cases, workers), "evaluating", "case", total=len(cases)))
 
 
 def means(scored: list[dict[str, dict[str, Any]]], class_names: list[str]) -> tuple[dict, dict]:

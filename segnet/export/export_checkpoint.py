@@ -17,6 +17,7 @@ from segnet.checkpoints.paths import one_checkpoint
 from segnet.errors import ConfigError
 from segnet.export.exporter import FORMATS, export_network, metadata_path
 from segnet.inference.loading import load_for_inference
+from segnet.progress import step
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ def export_command(cfg: DictConfig) -> dict[str, Any]:
     log.info("%s for %s in %s (export %.1f s, packaging %.1f s; %d edge op node(s)); prediction settings in %s",
              cfg.format, cfg.device, output, metadata["seconds"]["export"], metadata["seconds"]["package"],
              metadata["edge_op_nodes"], metadata_path(output))
-    seconds = run_on_its_own(output)
+    with step("running it on its own in a fresh process (torch and the op library alone)"):
+        seconds = run_on_its_own(output)
     log.info("runs without the training code: torch + ops import %.2f s, op library %.3f s, package %.2f s, "
              "first call %.3f s", seconds["import_torch_and_ops"], seconds["load_op_library"], seconds["load_package"],
              seconds["first_call"])

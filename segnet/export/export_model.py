@@ -32,6 +32,7 @@ from segnet.inference.package import (
     segnet_version,
     source_digests,
 )
+from segnet.progress import step
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=BEST/best_configuration.json)"
@@ -151,7 +152,8 @@ def export_model_command(cfg: DictConfig) -> dict[str, Any]:
         if rules != NONE:
             members[f"models/{i}/{RULES}"] = rules_text.encode()
         if formats:
-            members.update(exported_members(i, checkpoint, formats, cfg.device))
+            with step(f"exporting {run} as {', '.join(formats)}", i + 1, len(runs)):
+                members.update(exported_members(i, checkpoint, formats, cfg.device))
     manifest["files"] = {name: hashlib.sha256(content).hexdigest() for name, content in members.items()}
     output = Path(cfg.output)
     output.parent.mkdir(parents=True, exist_ok=True)

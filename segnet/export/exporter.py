@@ -28,6 +28,7 @@ import torch
 from segnet.files import atomic_path, write_json
 from segnet.inference.export_files import metadata_path
 from segnet.inference.trained_model import TrainedModel
+from segnet.progress import step
 
 FORMATS = ("aoti", "exported_program")
 MAX_BATCH = 256
@@ -47,11 +48,12 @@ def export_network(model: TrainedModel, output: Path, export_format: str) -> dic
     dynamic.update({2 + axis: s * torch.export.Dim(f"blocks_{axis}", min=2, max=MAX_SIDE // s)
                     for axis, s in enumerate(stride)})
     start = time.perf_counter()
-    with torch.no_grad():
+    with step("torch.export of the network", 1, 2), torch.no_grad():
         program = torch.export.export(net, (example,), dynamic_shapes={"x": dynamic})
     export_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    with atomic_path(output) as temporary:
+    packaging = "AOTInductor compile and package (a minute or more)" if export_format == "aoti" else "saving it"
+    with step(packaging, 2, 2), atomic_path(output) as temporary:
         if export_format == "aoti":
             torch._inductor.aoti_compile_and_package(program, package_path=str(temporary))
         else:

@@ -6,7 +6,6 @@ import logging
 from pathlib import Path
 
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from segnet.data.input_check import check_inputs
 from segnet.files import remove_temporaries
@@ -21,6 +20,7 @@ from segnet.inference.prediction_writer import Prediction, PredictionWriter
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.provenance import claim, model_record, stamp
 from segnet.inference.trained_model import TrainedModel
+from segnet.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def predict_command(cfg: DictConfig) -> list[Prediction]:
                  len(done), cfg.output, len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
              len(models), predictor.tta, rules.to_json())
-    predictions = list(tqdm(predicted_cases(writer, cases, int(cfg.num_workers)), total=len(cases),
-                            desc="predicting", unit="case"))
+    predictions = list(bar(predicted_cases(writer, cases, int(cfg.num_workers)), "predicting", "case",
+                           total=len(cases)))
     log.info("label maps in %s", cfg.output)
     return predictions

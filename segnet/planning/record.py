@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription
 from segnet.data.derived import cache_root, case_stamps, case_unchanged, code_version, dataset_folder, digest
@@ -33,6 +32,7 @@ from segnet.data.image_files import image_loader
 from segnet.files import atomic_path, exclusive, write_json
 from segnet.planning.fingerprint import case_fingerprint, summarize
 from segnet.planning.integrity import check_case, duplicates, raise_problems
+from segnet.progress import bar
 
 log = logging.getLogger(__name__)
 CHECK_CODE = ("segnet.data.dataset_json", "segnet.data.formats", "segnet.data.headers", "segnet.data.image_files",
@@ -85,7 +85,7 @@ def update(folder: Path, record: dict[str, Any], description: DatasetDescription
     log.info("fingerprint and integrity check of %d of %d case(s) of %s", len(stale), len(cases), description.root)
     load = image_loader()
     fresh = {case.name: check_and_fingerprint(case, load, description, max_voxels, folder)
-             for case in tqdm(stale, desc="checking", unit="case", disable=None)}  # a bar on a terminal only
+             for case in bar(stale, "checking", "case")}
     per_case = {case.name: fresh.get(case.name) or record["cases"][case.name] for case in cases}
     sound = [case.name for case in cases if per_case[case.name]["fingerprint"] is not None]
     samples = [np.load(folder / f"{name}.intensities.npy") for name in sound]

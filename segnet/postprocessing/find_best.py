@@ -42,6 +42,7 @@ from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.ensemble import label_map_of
 from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
+from segnet.progress import bar, say, step
 
 log = logging.getLogger(__name__)
 USAGE = "segnet-find-best-configuration data.root=DATASET 'runs=[RUN, ...]'"
@@ -85,7 +86,7 @@ def predict_validation(run: Run, cfg: DictConfig, description: DatasetDescriptio
     """The run's validation cases predicted with probabilities kept: {case name: its .npz}."""
     validated = checkpoint_cases(run.checkpoint, run.folder, "validation", description, cfg, "predicted")
     writer = validated.writer(output, bool(cfg.tta), save_probabilities=True)
-    for case in validated.cases:
+    for case in bar(validated.cases, "predicting", "case"):
         writer.run_case(case)
     log.info("%s (%s, fold %s): %d validation case(s) predicted into %s", run.folder, run.configuration, run.fold,
              len(validated.cases), output)
@@ -209,13 +210,17 @@ def find_best_command(cfg: DictConfig) -> dict[str, Any]:
     description = describe_dataset(str(cfg.data.root))
     output = Path(cfg.paths.output_dir)
     runs, left_out = read_runs([Path(run) for run in cfg.runs], cfg.checkpoint, description)
-    saved = {name: {fold: predict_validation(run, cfg, description, output / name / f"fold_{fold}")
-                    for fold, run in by_fold.items()} for name, by_fold in runs.items()}
+    listed = [(name, fold, run) for name, by_fold in runs.items() for fold, run in by_fold.items()]
+    saved: dict[str, dict[str, dict[str, Path]]] = {}
+    for number, (name, fold, run) in enumerate(listed, 1):  # the long part: every run predicts its cases
+        with step(f"{name} fold {fold}: predicting its validation cases", number, len(listed)):
+            saved.setdefault(name, {})[fold] = predict_validation(run, cfg, description, output / name / f"fold_{fold}")
     check_same_cases(saved)
     cases = {case.name: case for case in description.labelled}
     options = candidates(list(runs))
     scores = []
-    for fold, name in validated(saved):
+    say("scoring %d case(s) under %d candidate(s)", len(validated(saved)), len(options))
+    for fold, name in bar(validated(saved), "scoring", "case"):
         probabilities = case_probabilities(saved, fold, name)
         for option in options:
             label_map = label_map_of(ensemble_probabilities(option, probabilities), description.regions)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from segnet.data.dataset_json import Case, DatasetDescription, describe_dataset
 from segnet.data.derived import cache_root, case_stamps
@@ -23,6 +22,7 @@ from segnet.errors import ConfigError
 from segnet.files import exclusive, write_json
 from segnet.planning.plan import plan_for_run, record_plan
 from segnet.preprocessing.cache import PreprocessedCase, cache_folder, label_dtype, loading_plan
+from segnet.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def preprocess(description: DatasetDescription, cases: Sequence[Case], geometry:
         with ThreadPoolExecutor(max(1, workers)) as pool:
             jobs = pool.map(lambda case: build_case(case, entries[case.name], geometry, dtype,
                                                     description.ignore_label), stale)
-            for _ in tqdm(jobs, total=len(stale), desc="preprocessing", unit="case"):
+            for _ in bar(jobs, "preprocessing", "case", total=len(stale)):
                 pass
     return entries
 
