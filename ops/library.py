@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,7 +179,11 @@ def build_lock(build_dir: Path):
     build is running, so such a file is stale and is removed, with a warning."""
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir / "segnet-build.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another rank or process builds: say why this one waits
+            log.info("waiting for another process building or loading in %s ...", build_dir)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             stale = build_dir / "lock"
             if not _torch_lock_is_os_level() and stale.exists():
@@ -205,6 +210,40 @@ BUILDS = {
 }
 
 
+# How often a build that is still compiling says so: each second in place on a terminal, every
+# half minute as a line in a log file or a pipe.
+TICK_SECONDS = 1.0
+LINE_SECONDS = 30.0
+
+
+@contextlib.contextmanager
+def elapsed_said(what: str):
+    """While the block runs, its elapsed time said from a thread (the compiler prints nothing for
+    minutes, which looks hung): redrawn in place on a terminal, a line now and then elsewhere."""
+    on_terminal = sys.stderr.isatty()
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def tell() -> None:
+        while not done.wait(TICK_SECONDS if on_terminal else LINE_SECONDS):
+            elapsed = time.perf_counter() - start
+            if on_terminal:
+                sys.stderr.write(f"\rbuilding {what}: {elapsed:.0f} s")
+                sys.stderr.flush()
+            else:
+                log.info("still building %s: %.0f s ...", what, elapsed)
+
+    teller = threading.Thread(target=tell, daemon=True)
+    teller.start()
+    try:
+        yield
+    finally:
+        done.set()
+        teller.join()
+        if on_terminal and time.perf_counter() - start >= TICK_SECONDS:
+            sys.stderr.write("\n")
+
+
 def _finished(build_dir: Path, library: Path) -> bool:
     """A build that linked (its stamp) and whose library is still there (a library deleted by
     hand is built again rather than failing to load)."""
@@ -227,14 +266,15 @@ def build(name: str, root: Path, sources: tuple[str, ...], flags: tuple[str, ...
             else:
                 log.info("building %s into %s ...", BUILDS.get(name, name), build_dir)
                 compiling = time.perf_counter()
-                cpp_extension.load(
-                    name=name,
-                    sources=[str(root / s) for s in sources],
-                    build_directory=str(build_dir),
-                    is_python_module=False,
-                    verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
-                    **kwargs,
-                )
+                with elapsed_said(name):
+                    cpp_extension.load(
+                        name=name,
+                        sources=[str(root / s) for s in sources],
+                        build_directory=str(build_dir),
+                        is_python_module=False,
+                        verbose=os.environ.get("SEGNET_OPS_VERBOSE") == "1",
+                        **kwargs,
+                    )
                 (build_dir / BUILT_STAMP).touch()
                 log.info("built %s in %.0f s", name, time.perf_counter() - compiling)
     except (RuntimeError, OSError, ImportError) as error:  # compiler errors arrive as RuntimeError

@@ -5,9 +5,12 @@ total, the export says its steps, and the epoch bar has the epoch's total from i
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 import lightning as L
@@ -65,6 +68,50 @@ def test_the_op_build_is_announced_with_its_cache_and_timed_and_a_cached_load_sa
         caplog.clear()
         library.build("segnet_ops_cpu", tmp_path / "src", ("op.cpp",), ("-O3",))  # found in the cache
         assert said(caplog) == []
+
+
+def slow_compiler(seconds: float):
+    class Compiler:  # torch's cpp_extension, compiling for `seconds`
+        def load(self, name, build_directory, **_):
+            time.sleep(seconds)
+            Path(build_directory, f"{name}.so").write_bytes(b"")
+    return Compiler
+
+
+@pytest.fixture
+def fake_build(tmp_path, monkeypatch):
+    """library.build's arguments for a source folder whose compiler is faked (monkeypatch it)."""
+    monkeypatch.setattr(library, "_require_compiler", lambda: None)
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: None)
+    monkeypatch.setenv("SEGNET_OPS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "op.cpp").write_text("")
+    return "segnet_ops_cpu", tmp_path / "src", ("op.cpp",), ("-O3",)
+
+
+def test_a_build_still_compiling_says_its_elapsed_time_until_it_ends(fake_build, monkeypatch, caplog):
+    monkeypatch.setattr(library, "_cpp_extension", slow_compiler(0.5))
+    monkeypatch.setattr(library, "LINE_SECONDS", 0.1)
+    with caplog.at_level(logging.INFO, logger="ops.library"):
+        library.build(*fake_build)
+    ticks = [line for line in said(caplog) if line.startswith("still building segnet_ops_cpu: ")]
+    assert 3 <= len(ticks) <= 5
+    assert said(caplog)[-1].startswith("built segnet_ops_cpu in ")  # no tick after the build ended
+
+
+def test_a_process_waiting_on_anothers_build_says_so(fake_build, monkeypatch, caplog):
+    monkeypatch.setattr(library, "_cpp_extension", slow_compiler(0))
+    folder = library.build_folder(*fake_build[:2], fake_build[3])
+    folder.mkdir(parents=True)
+    with open(folder / "segnet-build.lock", "a") as held, caplog.at_level(logging.INFO, logger="ops.library"):
+        fcntl.flock(held, fcntl.LOCK_EX)  # another process's build
+        builder = threading.Thread(target=library.build, args=fake_build)
+        builder.start()
+        time.sleep(0.3)
+        assert said(caplog) == [f"waiting for another process building or loading in {folder} ..."]
+        fcntl.flock(held, fcntl.LOCK_UN)
+        builder.join(10)
+    assert said(caplog)[-1].startswith("built segnet_ops_cpu in ")
 
 
 def test_planning_and_the_integrity_check_show_their_cases_out_of_the_total(tmp_path, terminal, capsys, caplog):
