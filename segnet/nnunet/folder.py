@@ -83,7 +83,8 @@ class ModelFolder:
             try:
                 files[name] = json.loads((path / name).read_text())
             except (OSError, json.JSONDecodeError) as error:
-                raise ConfigError(f"{path / name} is not readable JSON ({error}); copy the model folder again") from None
+                raise ConfigError(f"{path / name} is not readable JSON ({error}); copy the model folder "
+                                  "again") from None
         configuration = configuration_of(path)
         if configuration not in files["plans.json"].get("configurations", {}):
             raise ConfigError(f"{path}'s name says configuration {configuration}, which {path / 'plans.json'} does "

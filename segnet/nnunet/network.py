@@ -31,7 +31,8 @@ def located(name: str, allowed: str, where: Path) -> Any:
         return getattr(importlib.import_module(module), attribute)
     except ModuleNotFoundError as error:
         if error.name and error.name.startswith("dynamic_network_architectures"):
-            raise ConfigError("nnU-Net's models need dynamic_network_architectures: pip install 'segnet[peer]'") from None
+            raise ConfigError("nnU-Net's models need dynamic_network_architectures: pip install "
+                              "'segnet[peer]'") from None
         raise ConfigError(f"{where} names {name}, which cannot be imported ({error})") from None
     except AttributeError:
         raise ConfigError(f"{where} names {name}, which {module} does not have") from None
@@ -82,7 +83,8 @@ class NnunetAxes(nn.Module):
         target = [max(p, s + (-s) % k) for s, p, k in zip(size, self.patch, self.stride, strict=True)]
         before = [(t - s) // 2 for s, t in zip(size, target, strict=True)]
         if target != list(size):
-            pad = [p for axis in reversed(range(dims)) for p in (before[axis], target[axis] - size[axis] - before[axis])]
+            after = [t - s - b for s, t, b in zip(size, target, before, strict=True)]
+            pad = [p for axis in reversed(range(dims)) for p in (before[axis], after[axis])]
             x = F.pad(x, pad)
         output = self.network(x)
         window = (slice(None), slice(None), *(slice(b, b + s) for b, s in zip(before, size, strict=True)))
