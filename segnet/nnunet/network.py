@@ -73,6 +73,7 @@ class NnunetAxes(nn.Module):
     def __init__(self, network: nn.Module, patch: list[int], stride: list[int]):
         super().__init__()
         self.network = network
+        self.input_edge: nn.Module = nn.Identity()  # an edge layer on the image (segnet.nnunet.edges)
         self.patch, self.stride = list(patch), list(stride)  # in nnU-Net's axis order
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | list[torch.Tensor]:
@@ -86,7 +87,7 @@ class NnunetAxes(nn.Module):
             after = [t - s - b for s, t, b in zip(size, target, before, strict=True)]
             pad = [p for axis in reversed(range(dims)) for p in (before[axis], after[axis])]
             x = F.pad(x, pad)
-        output = self.network(x)
+        output = self.network(self.input_edge(x))
         window = (slice(None), slice(None), *(slice(b, b + s) for b, s in zip(before, size, strict=True)))
         if isinstance(output, torch.Tensor):
             return output[window].permute(order)
