@@ -67,3 +67,15 @@ def test_a_plan_naming_classes_outside_the_network_packages_is_refused(tmp_path)
     architecture["network_class_name"] = "os.system"
     with pytest.raises(ConfigError, match=r"names os\.system; .* under dynamic_network_architectures"):
         build_nnunet_network(architecture, 1, 2, False, tmp_path / "plans.json")
+
+
+@pytest.mark.parametrize(("transpose", "spacing", "stored", "loaded"), [
+    ([0, 1, 2], [3.0, 1.0, 2.0], [2.0, 1.0, 3.0], [0, 1, 2]),  # nnU-Net's order is the stored one reversed
+    ([2, 0, 1], [3.0, 2.0, 1.0], [3.0, 1.0, 2.0], [1, 2, 0]),
+    ([0, 1, 2], [2.0, 1.0], [1.0, 2.0, 0.0], [0, 1, 2]),  # 2D: the slicing axis kept as stored
+])
+def test_the_plan_s_spacing_and_axes_are_put_into_the_stored_order(transpose, spacing, stored, loaded):
+    from segnet.nnunet.plans import loaded_axes, stored_spacing
+
+    assert stored_spacing(spacing, transpose) == stored
+    assert loaded_axes(transpose) == loaded
