@@ -4,6 +4,8 @@ helpers package (tests/helpers/)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -121,6 +123,21 @@ def trained_2d(tiny_task, tmp_path_factory) -> TrainedRun:
     train_tiny_model(tiny_task, run, "data.spatial_dims=2", "data.patch_size=[16,16]", "data.batch_size=1",
                      "data.steps_per_epoch=2")
     yield from shared_unchanged(TrainedRun(tiny_task, run), run)
+
+
+@pytest.fixture(scope="session")
+def nnunet_model(tmp_path_factory):
+    """A tiny nnU-Net v2 model trained by nnU-Net's own planning, preprocessing and trainer (20
+    iterations on the CPU), and nnUNetPredictor's label maps of two more cases: tests/helpers/
+    nnunet_model.py, in a process of its own, as nnU-Net reads its folders' places once."""
+    pytest.importorskip("nnunetv2")
+    from helpers.nnunet_model import NnunetModel
+
+    base = tmp_path_factory.mktemp("nnunet")
+    script = Path(__file__).parent / "helpers" / "nnunet_model.py"
+    done = subprocess.run([sys.executable, str(script), str(base)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    yield from shared_unchanged(NnunetModel(base), base / "results")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,7 +17,8 @@ PACKAGE = ROOT / "segnet"
 SETTINGS = frozenset({"patch_size", "configuration", "spacing", "orientation", "crop", "normalization",
                       "spatial_dims"})
 OWNERS = ("segnet/planning/", "segnet/training/run_config.py", "segnet/checkpoints/settings.py",
-          "segnet/checkpoints/reading.py")
+          "segnet/checkpoints/reading.py",
+          "segnet/nnunet/")  # nnU-Net's plans, whose keys bear these names, made into a run's settings
 # Reads of these names that are no run's settings: a case's own voxel spacing.
 NOT_THE_RUN = {
     "segnet/training/module.py": {"batch['spacing']"},  # a batch's cases', from the preprocessed cache

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import re
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,23 +31,31 @@ class CheckpointError(ConfigError):
 NET = "net."  # the training module's name for the network: its weights' prefix in a checkpoint
 
 
+REFUSED_GLOBAL = re.compile(r"GLOBAL (\S+)")  # how the weights-only unpickler names what it refused
+SEGNET_ADVICE = "Use a checkpoint written by segnet's training, or re-save this one's state_dict from code you trust."
+
+
 @contextlib.contextmanager
-def refusing_unsafe(path: str | Path) -> Iterator[None]:
-    """Turns the weights-only unpickler's refusal inside the block into a CheckpointError."""
+def refusing_unsafe(path: str | Path, advice: str = SEGNET_ADVICE) -> Iterator[None]:
+    """Turns the weights-only unpickler's refusal inside the block into a CheckpointError naming
+    the type it refused."""
     try:
         yield
     except pickle.UnpicklingError as error:
+        refused = REFUSED_GLOBAL.search(str(error))
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CheckpointError(
             f"{path} holds Python objects other than tensors and plain containers, and segnet loads "
-            f"checkpoints weights-only so that loading one cannot run code ({first_line}). Use a checkpoint "
-            "written by segnet's training, or re-save this one's state_dict from code you trust."
+            "checkpoints weights-only so that loading one cannot run code "
+            f"({f'it holds {refused[1]}' if refused else first_line}). {advice}"
         ) from None
 
 
-def read_whole(path: str | Path, mmap: bool = False) -> Any:
-    """Everything a checkpoint holds, read weights-only on the CPU (mmap: its tensors as they are used)."""
-    with refusing_unsafe(path):
+def read_whole(path: str | Path, mmap: bool = False, allowed: Collection[Any] = (),
+               advice: str = SEGNET_ADVICE) -> Any:
+    """Everything a checkpoint holds, read weights-only on the CPU (mmap: its tensors as they are
+    used), with the types `allowed` besides tensors and plain containers."""
+    with refusing_unsafe(path, advice), torch.serialization.safe_globals(list(allowed)):
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 

@@ -25,7 +25,9 @@ def configuration_of(data: Mapping[str, Any]) -> str:
 class Geometry:
     """How a run's images are loaded, as its training loaded them."""
     normalization: tuple[dict[str, Any], ...] | None = None  # one entry per channel; None: per-volume z-score
-    orientation: str = "RAS"
+    # axis codes (RAS): each volume reoriented to them first; or a permutation of the stored axes:
+    # the stored orientation kept, its axes put in this order last (nnU-Net's, which never reorients)
+    orientation: str | tuple[int, ...] = "RAS"
     spacing: tuple[float, ...] | None = None  # None: each image's own grid
     crop: str | None = None  # None: the whole volume (runs from before crops were planned)
 
@@ -36,7 +38,8 @@ class Geometry:
     def loading(self) -> dict[str, Any]:
         """The loading chain's arguments (segnet.data.transforms.eval_transforms)."""
         return {"normalization": None if self.normalization is None else list(self.normalization),
-                "orientation": self.orientation, "spacing": None if self.spacing is None else list(self.spacing),
+                "orientation": self.orientation if isinstance(self.orientation, str) else list(self.orientation),
+                "spacing": None if self.spacing is None else list(self.spacing),
                 "crop": self.crop}
 
 
@@ -60,8 +63,10 @@ class RunSettings:
         dims = int(data["spatial_dims"])
         normalization, spacing, patch, stage = (data.get(key) for key in
                                                  ("normalization", "spacing", "patch_size", "previous_stage"))
+        orientation = data.get("orientation", "RAS")
         geometry = Geometry(None if normalization is None else tuple(dict(entry) for entry in normalization),
-                            data.get("orientation", "RAS"), None if spacing is None else tuple(spacing),
+                            orientation if isinstance(orientation, str) else tuple(orientation),
+                            None if spacing is None else tuple(spacing),
                             data.get("crop"))
         return cls(dims, configuration_of(data), geometry, tuple(data["class_names"]),
                    int(data["in_channels"]), data.get("regions"), data.get("ignore_label"),

@@ -155,6 +155,20 @@ def _regions_nnunet(spec: dict, json_path: Path) -> tuple[tuple[str, ...], Regio
     return ("background", *names), Regions(tuple(values), tuple(order)), ignore
 
 
+def nnunet_channels(spec: dict) -> tuple[str, ...]:
+    """The channels' names of an nnU-Net v2 dataset.json, in channel order."""
+    return tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
+
+
+def nnunet_labels(spec: dict, json_path: Path) -> tuple[tuple[str, ...], Regions | None, int | None]:
+    """(the class names, background first, the regions or None, the ignore label) of an nnU-Net v2
+    dataset.json's "labels"."""
+    if is_region_based(spec["labels"]):
+        return _regions_nnunet(spec, json_path)
+    class_names, ignore_label = _split_ignore(_class_names_nnunet(spec["labels"], json_path))
+    return class_names, None, ignore_label
+
+
 def _contiguous(by_value: dict[int, str], json_path: Path) -> tuple[str, ...]:
     if sorted(by_value) != list(range(len(by_value))) or len(by_value) < 2:
         raise _fail(json_path, f'"labels" must number classes 0..K-1 with K >= 2, got values {sorted(by_value)}')
@@ -230,12 +244,8 @@ def describe_dataset(root: str) -> DatasetDescription:
         if ending not in IMAGE_ENDINGS:
             raise _fail(json_path, f'"file_ending" {ending!r} is not a format segnet reads '
                                    f'({", ".join(IMAGE_ENDINGS)}): convert the images, e.g. to NIfTI with SimpleITK')
-        channels = tuple(str(spec["channel_names"][k]) for k in sorted(spec["channel_names"], key=int))
-        regions = None
-        if is_region_based(spec["labels"]):
-            class_names, regions, ignore_label = _regions_nnunet(spec, json_path)
-        else:
-            class_names, ignore_label = _split_ignore(_class_names_nnunet(spec["labels"], json_path))
+        channels = nnunet_channels(spec)
+        class_names, regions, ignore_label = nnunet_labels(spec, json_path)
         training = _nnunet_cases(folder, "imagesTr", ending, len(channels), labelled=True)
         if not training:
             raise _fail(json_path, f"describes an nnU-Net dataset but imagesTr has no *_0000{ending} files")

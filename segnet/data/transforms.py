@@ -70,16 +70,19 @@ def unreadable(path: str) -> str | None:
 
 
 def load_transforms(
-    with_label: bool, normalization: Sequence[dict] | None = None, orientation: str = "RAS",
+    with_label: bool, normalization: Sequence[dict] | None = None, orientation: str | Sequence[int] = "RAS",
     spacing: Sequence[float] | None = None, crop: str | None = None,
 ) -> list:
     """Loading onto the plan's grid: the image, and the label where with_label, cropped to the
-    box the plan's `crop` finds in the image (segnet.data.cropping) before the image is normalized."""
+    box the plan's `crop` finds in the image (segnet.data.cropping) before the image is normalized.
+    `orientation`: axis codes to reorient to first, or a permutation of the stored axes to put them
+    in last (the spacing then in the stored order), as nnU-Net's plans transpose without reorienting."""
     keys = list(KEYS) if with_label else ["image"]
+    stored_axes = not isinstance(orientation, str)
     steps = [
         T.LoadImaged(keys=keys, image_only=True, reader=NaturalImageReader()),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
-        T.Orientationd(keys=keys, axcodes=orientation, labels=None),
+        *([] if stored_axes else [T.Orientationd(keys=keys, axcodes=orientation, labels=None)]),
         *crop_transform(keys, crop),
         # by modality (segnet.data.normalization), on the stored voxels as nnU-Net does, before
         # resampling can blur the body's edge into the background
@@ -89,6 +92,8 @@ def load_transforms(
         modes = {"image": "bilinear", "label": "nearest"}
         steps.append(T.Spacingd(keys=keys, pixdim=list(spacing), mode=[modes[key] for key in keys],
                                 padding_mode="border"))
+    if stored_axes:
+        steps.append(T.Transposed(keys=keys, indices=[0, *(axis + 1 for axis in orientation)]))
     steps.append(T.EnsureTyped(keys="image", dtype="float32"))
     if with_label:
         steps.append(T.EnsureTyped(keys="label", dtype="int64"))

@@ -15,7 +15,7 @@ from segnet.inference.exported import load_exported
 from segnet.inference.input_cases import find_cases
 from segnet.inference.loading import inference_device, load_for_inference
 from segnet.inference.pipeline import predicted_cases
-from segnet.inference.prediction_arguments import EXPORTED, PredictionInputs, part_of, prediction_inputs
+from segnet.inference.prediction_arguments import EXPORTED, NNUNET, PredictionInputs, part_of, prediction_inputs
 from segnet.inference.prediction_writer import Prediction, PredictionWriter
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.provenance import claim, model_record, stamp
@@ -29,6 +29,10 @@ def load_models(inputs: PredictionInputs, device: str, backend: str) -> list[Tra
     """The checkpoints or exported programs to predict with, loaded."""
     if inputs.kind == EXPORTED:
         return [load_exported(path, inference_device(device)) for path in inputs.models]
+    if inputs.kind == NNUNET:
+        from segnet.nnunet.model import load_nnunet  # the extra's: its network is dynamic_network_architectures'
+
+        return [load_nnunet(path, inference_device(device)) for path in inputs.models]
     return [load_for_inference(path, device, backend) for path in inputs.models]
 
 

@@ -1,7 +1,9 @@
 """What segnet-predict is given, checked before the prediction code is imported (this module
 imports neither torch nor MONAI): the input and output folders, and one kind of model, each of
-its files there: training checkpoints (ckpt_path=), segnet-export's programs (model=PATH.pt2) or
-model packages (model=MODEL.zip, segnet-export-model's: their checkpoints, unpacked)."""
+its files there: training checkpoints (ckpt_path=), segnet-export's programs (model=PATH.pt2),
+model packages (model=MODEL.zip, segnet-export-model's: their checkpoints, unpacked) or nnU-Net v2
+trained model folders (model=DIR: the checkpoint_final.pth of its folds, or of folds=[...]; or
+model=DIR/fold_N/checkpoint_best.pth, segnet.nnunet)."""
 
 from __future__ import annotations
 
@@ -14,18 +16,19 @@ from segnet.checkpoints.paths import checkpoint_paths, run_folder
 from segnet.errors import ConfigError
 from segnet.inference.export_files import metadata_path
 from segnet.inference.package import package_checkpoints, package_tta
+from segnet.nnunet.folder import FILES, fold_checkpoints, folder_of, is_model_checkpoint, is_model_folder
 
 USAGE = "segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER"
 
 
-CHECKPOINTS, EXPORTED, PACKAGES = "checkpoints", "exported", "packages"
+CHECKPOINTS, EXPORTED, PACKAGES, NNUNET = "checkpoints", "exported", "packages", "nnunet"
 
 
 @dataclass(frozen=True)
 class PredictionInputs:
     """The models segnet-predict predicts with, worked out once from its config."""
 
-    kind: str  # CHECKPOINTS (ckpt_path=), EXPORTED (model=PATH.pt2) or PACKAGES (model=MODEL.zip)
+    kind: str  # CHECKPOINTS (ckpt_path=), EXPORTED (model=PATH.pt2), PACKAGES (model=MODEL.zip) or NNUNET (model=DIR)
     models: tuple[Path, ...]  # what is loaded: checkpoints (a package's, unpacked) or exported programs
     files: tuple[Path, ...]  # what the models are read from, as the output's record hashes them
     folders: tuple[Path, ...]  # where each model's postprocessing.json would be
@@ -39,13 +42,43 @@ def given_models(cfg: DictConfig) -> tuple[str, list[Path]]:
     if len(given) != 1:
         raise ConfigError("give ckpt_path=CKPT (a training checkpoint) or model=PATH.pt2 or MODEL.zip (an exported "
                           f"program or a model package), one of them: {USAGE}")
+    if cfg.get("folds") is not None and not nnunet_given(cfg):
+        raise ConfigError("folds= picks the folds of an nnU-Net model folder (model=DIR); give the checkpoints "
+                          "themselves otherwise")
     if given == ["ckpt_path"]:
         return CHECKPOINTS, checkpoint_paths(cfg)
+    if nnunet_given(cfg):
+        return NNUNET, nnunet_checkpoints(cfg)
     paths = checkpoint_paths(cfg, "exported", "model", "segnet-export's model.pt2")
     zipped = [path for path in paths if path.suffix == ".zip"]
     if zipped and len(zipped) != len(paths):
         raise ConfigError("model= mixes model packages (.zip) and exported programs (.pt2): give one kind")
     return (PACKAGES if zipped else EXPORTED), paths
+
+
+def exported_given(cfg: DictConfig) -> list[Path]:
+    given = cfg.get("exported")
+    return [Path(p) for p in (given if OmegaConf.is_list(given) else [given] if given is not None else [])]
+
+
+def nnunet_given(cfg: DictConfig) -> bool:
+    """Whether model= names nnU-Net trained model folders (or checkpoints in their folds)."""
+    return any(is_model_folder(path) or is_model_checkpoint(path) for path in exported_given(cfg))
+
+
+def nnunet_checkpoints(cfg: DictConfig) -> list[Path]:
+    """The fold checkpoints model= names: each folder's folds (folds=[...], else every fold that
+    finished), and checkpoints named themselves."""
+    checkpoints = []
+    for path in exported_given(cfg):
+        if is_model_folder(path):
+            checkpoints += fold_checkpoints(path, None if cfg.get("folds") is None else list(cfg.folds))
+        elif is_model_checkpoint(path):
+            checkpoints.append(path)
+        else:
+            raise ConfigError(f"model={path} is no nnU-Net trained model folder (with plans.json and dataset.json) "
+                              "while others given are: an ensemble names nnU-Net models of one kind")
+    return checkpoints
 
 
 def models_of(kind: str, given: list[Path]) -> list[Path]:
@@ -60,6 +93,8 @@ def model_files(kind: str, given: list[Path]) -> list[Path]:
     program and its model.json."""
     if kind == EXPORTED:
         return [file for path in given for file in (path, metadata_path(path))]
+    if kind == NNUNET:  # each checkpoint, then its folder's plan and labels
+        return [*given, *dict.fromkeys(folder_of(path) / name for path in given for name in FILES)]
     return given
 
 
@@ -68,6 +103,8 @@ def model_folders(kind: str, models: list[Path]) -> list[Path]:
     its model's folder), an export's own."""
     if kind == EXPORTED:
         return [path.resolve().parent for path in models]
+    if kind == NNUNET:
+        return [folder_of(path) for path in models]
     return [run_folder(path) for path in models]
 
 

@@ -1,0 +1,41 @@
+"""A fold of an nnU-Net v2 trained model folder as a TrainedModel: its network built from the plan,
+its weights from the fold's checkpoint, its data settings from the plan and dataset.json
+(segnet.nnunet.plans). segnet-predict predicts, and ensembles, with it as with its own runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from segnet.checkpoints.reading import CheckpointError
+from segnet.data.regions import Regions, output_names
+from segnet.inference.trained_model import TrainedModel
+from segnet.nnunet.checkpoint import network_weights, read_nnunet_checkpoint
+from segnet.nnunet.folder import ModelFolder, fold_of, folder_of
+from segnet.nnunet.network import NnunetAxes, build_nnunet_network, total_stride
+from segnet.nnunet.plans import configuration, run_data, run_inference
+
+
+def nnunet_network(folder: ModelFolder, data: dict, deep_supervision: bool = False) -> NnunetAxes:
+    """The folder's network, freshly initialized, on segnet's axis order."""
+    config = configuration(folder.plans, folder.configuration, folder.path)
+    outputs = len(output_names(data["class_names"], Regions.from_settings(data["regions"])))
+    network = build_nnunet_network(config["architecture"], data["in_channels"], outputs, deep_supervision,
+                                   folder.path / "plans.json")
+    return NnunetAxes(network, config["patch_size"], total_stride(config["architecture"]))
+
+
+def load_nnunet(checkpoint: Path, device: torch.device) -> TrainedModel:
+    """The model of a fold's checkpoint (fold_<N>/checkpoint_final.pth or another), on `device`."""
+    folder = ModelFolder.read(folder_of(checkpoint))
+    data = run_data(folder, fold_of(checkpoint))
+    net = nnunet_network(folder, data)
+    saved = read_nnunet_checkpoint(checkpoint)
+    try:
+        net.network.load_state_dict(network_weights(saved))
+    except RuntimeError as error:
+        raise CheckpointError(f"{checkpoint}'s weights do not fit the network {folder.path / 'plans.json'} describes "
+                              f"for {folder.configuration}: {str(error).splitlines()[0]}") from None
+    return TrainedModel(net.to(device), data, run_inference(data), device, "32-true", "auto",
+                        saved.get("current_epoch"))
