@@ -13,11 +13,14 @@ import textwrap
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from segnet.config_comments import comment_of
+from segnet.config import CONF
+from segnet.config_comments import comment_of, parents_in_group
 from segnet.config_keys import configuration_keys, group_options
 
-# A key=value in a description or an example (not a flag's --key, not inside a path).
+# A key=value in a description or an example (not a flag's --key, not inside a path), and a
+# group=option.
 SET_KEY = re.compile(r"(?<![\w./-])([a-z_]+(?:\.[a-z_]+)*)=")
+GROUP_CHOICE = re.compile(r"(?<![\w./-])([a-z_]+)=(\w+)")
 WIDTH = 100
 KEY_COLUMN = 30  # where meanings start; a longer key=default pushes its own meaning right
 NOT_SET_HERE = ("task_name", "defaults", "paths")  # the run folder's name and place: Hydra's settings
@@ -33,34 +36,60 @@ def shown_value(node) -> str:
     return str(value)
 
 
-def main_keys(config_name: str, cfg: DictConfig, texts: list[str]) -> list[str]:
-    """The command's own keys, then every key that its description and examples set, as the
-    configuration has them."""
+def main_keys(config_name: str, cfg: DictConfig, texts: list[str]) -> dict[str, str | None]:
+    """The command's own keys, then every key that its description and examples set, each with the
+    group option that has it where the command's default option does not (data.root: data=folder),
+    else None."""
     keys = configuration_keys(cfg)
     own = [str(k) for k in cfg.keys() if str(k) not in (*NOT_SET_HERE, "hydra") and str(k) not in keys.groups]
     own = [k for k in own if k not in keys.sections] + [k for s in own if s in keys.sections
                                                         for k in sorted(keys.keys) if k.startswith(s + ".")]
-    mentioned = [k for text in texts for k in SET_KEY.findall(text) if k in keys.keys and k not in keys.sections]
-    return list(dict.fromkeys(own + mentioned))
+    found: dict[str, str | None] = dict.fromkeys(own)
+    for text in texts:
+        chosen = {group: f"{group}={option}" for group, option in GROUP_CHOICE.findall(text) if group in keys.groups}
+        for key in SET_KEY.findall(text):
+            if key in keys.keys and key not in keys.sections:
+                found.setdefault(key, None)
+            elif "." in key and key.partition(".")[0] in chosen:
+                found.setdefault(key, chosen[key.partition(".")[0]])
+    return found
+
+
+def default_of(key: str, option: str) -> str:
+    """The default of `key` (group.inner) that the group option (group=name) sets."""
+    group, _, name = option.partition("=")
+    files = [CONF / group / f"{name}.yaml"]
+    while files:
+        path = files.pop(0)
+        try:
+            return shown_value(node_at(OmegaConf.load(path), key.partition(".")[2]))
+        except KeyError:  # not set there: in the option it builds on
+            files += parents_in_group(path)
+    return ""
 
 
 def key_table(config_name: str, cfg: DictConfig, texts: list[str]) -> list[str]:
     choices = cfg.hydra.runtime.choices
     keys = main_keys(config_name, cfg, texts)
-    settings = [f"{key}={shown_value(node_at(cfg, key))}" for key in keys]
+    settings = [f"{key}={shown_value(node_at(cfg, key)) if option is None else default_of(key, option)}"
+                for key, option in keys.items()]
     width = min(max(len(s) for s in settings), KEY_COLUMN)
     lines = []
-    for key, setting in zip(keys, settings, strict=True):
-        text = f"{setting:<{width}}  {comment_of(key, config_name, choices)}".rstrip()
+    for (key, option), setting in zip(keys.items(), settings, strict=True):
+        meaning = comment_of(key, config_name, choices if option is None else {key.partition(".")[0]:
+                                                                                option.partition("=")[2]})
+        text = f"{setting:<{width}}  {f'({option}) ' if option else ''}{meaning}".rstrip()
         lines += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent=" " * (width + 4))
     return lines
 
 
 def node_at(cfg: DictConfig, key: str):
-    """The node of a dotted key, unresolved."""
+    """The node of a dotted key, unresolved; a KeyError where there is none."""
     node = cfg
     for part in key.split("."):
-        node = node._get_node(part)
+        node = node._get_node(part) if isinstance(node, DictConfig) else None
+        if node is None:
+            raise KeyError(key)
     return node
 
 
