@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from functools import cache
 
 import pytest
 
@@ -31,6 +32,7 @@ def answer(command: Command, arguments: list[str], folder, monkeypatch) -> str:
     return message
 
 
+@cache
 def misspelt_main_key(command: Command) -> tuple[str, str]:
     """The first of the command's main keys (its --help's), and a misspelling of it (one letter more)."""
     cfg = compose_config([], name=command.config_name, with_hydra=True)

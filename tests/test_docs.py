@@ -105,7 +105,7 @@ def installed_command(name: str) -> Command:
 
 def compose_command(command: Command, words: list[str]) -> None:
     check_keys(command.name, command.config_name, [command.rewrite(w) for w in words])  # as the command does
-    overrides = command.overrides([w for w in words if w not in ("-m", "--multirun")])
+    overrides = command.overrides([w for w in words if not command.rewrite(w).startswith("-")])  # Hydra's flags
     if "-m" in words or "--multirun" in words:  # a sweep: each swept key at its first value
         overrides = [o if o.startswith("hydra") else o.split(",")[0] for o in overrides]
     register_resolvers()
