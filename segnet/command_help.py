@@ -23,7 +23,7 @@ SET_KEY = re.compile(r"(?<![\w./-])([a-z_]+(?:\.[a-z_]+)*)=")
 GROUP_CHOICE = re.compile(r"(?<![\w./-])([a-z_]+)=(\w+)")
 WIDTH = 100
 KEY_COLUMN = 30  # where meanings start; a longer key=default pushes its own meaning right
-NOT_SET_HERE = ("task_name", "defaults", "paths")  # the run folder's name and place: Hydra's settings
+NOT_SET_HERE = ("task_name", "paths")  # the run folder's name and place, which hydra.run.dir sets
 
 
 def shown_value(node) -> str:
@@ -36,7 +36,7 @@ def shown_value(node) -> str:
     return str(value)
 
 
-def main_keys(config_name: str, cfg: DictConfig, texts: list[str]) -> dict[str, str | None]:
+def main_keys(cfg: DictConfig, texts: list[str]) -> dict[str, str | None]:
     """The command's own keys, then every key that its description and examples set, each with the
     group option that has it where the command's default option does not (data.root: data=folder),
     else None."""
@@ -70,7 +70,7 @@ def default_of(key: str, option: str) -> str:
 
 def key_table(config_name: str, cfg: DictConfig, texts: list[str]) -> list[str]:
     choices = cfg.hydra.runtime.choices
-    keys = main_keys(config_name, cfg, texts)
+    keys = main_keys(cfg, texts)
     settings = [f"{key}={shown_value(node_at(cfg, key)) if option is None else default_of(key, option)}"
                 for key, option in keys.items()]
     width = min(max(len(s) for s in settings), KEY_COLUMN)

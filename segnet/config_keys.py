@@ -1,7 +1,7 @@
 """A command's key=value arguments checked against the configuration they would change, before
 Hydra makes a run folder and before any work is imported.
 
-Hydra answers a misspelt key with a traceback that advises `+key=...`, and `+key=...` adds a key
+Hydra answers a misspelt key with an error that advises `+key=...`, and `+key=...` adds a key
 that nothing reads: the run trains with the defaults. Here every key, with or without `+` or
 `++`, must be one the composed configuration has, and an unknown one is refused in one line that
 names the nearest keys, or the group option that has it (data.root is data=folder's).

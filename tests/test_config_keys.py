@@ -36,7 +36,7 @@ def answer(command: Command, arguments: list[str], folder, monkeypatch) -> str:
 def misspelt_main_key(command: Command) -> tuple[str, str]:
     """The first of the command's main keys (its --help's), and a misspelling of it (one letter more)."""
     cfg = compose_config([], name=command.config_name, with_hydra=True)
-    key = next(iter(main_keys(command.config_name, cfg, [command.description, *command.examples])))
+    key = next(iter(main_keys(cfg, [command.description, *command.examples])))
     return key, key + "s"
 
 
