@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 from argparse import ArgumentError
 from dataclasses import dataclass
+from functools import cache
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
@@ -87,9 +88,11 @@ def is_group(key: str) -> bool:
     return bool(key) and (CONF / key).is_dir()
 
 
-def composed_keys(config_name: str, groups: list[str]) -> Keys:
+@cache  # a command composes once; the documentation's checks and a sweep's options compose alike many times
+def composed_keys(config_name: str, *groups: str) -> Keys:
+    """The keys of conf/<config_name>.yaml composed with these group overrides."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return configuration_keys(compose(config_name=config_name, overrides=groups, return_hydra_config=True))
+        return configuration_keys(compose(config_name=config_name, overrides=list(groups), return_hydra_config=True))
 
 
 def choices(override: Override) -> list[str]:
@@ -108,9 +111,9 @@ def keys_of_every_choice(config_name: str, group_overrides: list[Override]) -> K
     the keys of any of them (each job gets one)."""
     fixed = [o.input_line for o in group_overrides if not o.is_sweep_override()]
     swept = [o for o in group_overrides if o.is_sweep_override()]
-    found = [composed_keys(config_name, fixed)]
+    found = [composed_keys(config_name, *fixed)]
     for override in swept:
-        found += [composed_keys(config_name, [*fixed, f"{override.get_key_element()}={option}"])
+        found += [composed_keys(config_name, *fixed, f"{override.get_key_element()}={option}")
                   for option in choices(override)]
     return Keys(frozenset().union(*(k.keys for k in found)),
                 {name: section for k in found for name, section in k.sections.items()},
@@ -181,7 +184,7 @@ def group_with_key(config_name: str, key: str, group_overrides: list[Override]) 
     having = []
     for option in group_options(group):
         try:
-            if composed_keys(config_name, [*others, f"{group}={option}"]).known(key):
+            if composed_keys(config_name, *others, f"{group}={option}").known(key):
                 having.append(f"{group}={option}")
         except HydraException:  # an option that needs another group's choice, e.g. a recipe
             continue
