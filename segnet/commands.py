@@ -72,7 +72,8 @@ class Command:
         if self.output_folder is None or any(a in ("-m", "--multirun") or a.startswith(HYDRA_RUN_KEYS)
                                              for a in arguments):
             return []
-        named = [a.partition("=")[2] for a in arguments if a.startswith(("output=", "+output=", "++output="))]
+        # (+output= is refused before: output is a key already)
+        named = [a.partition("=")[2] for a in arguments if a.startswith(("output=", "++output="))]
         if not named:
             return []
         try:
