@@ -25,6 +25,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from segnet.config import CONF, register_resolvers
+from segnet.config_keys import check_keys
 from segnet.errors import ConfigError, user_errors_as_one_line
 from segnet.progress import starting
 
@@ -46,14 +47,19 @@ def check_plugins(arguments: list[str]) -> None:
 
 @dataclass(frozen=True)
 class Command:
-    """An installed command: Hydra's main over conf/<config_name>.yaml, after `rewrite` has mapped
-    each command-line argument to what Hydra should see. A command that writes to `output=` has
+    """An installed command `name`: Hydra's main over conf/<config_name>.yaml, after its keys are
+    checked (segnet.config_keys) and `rewrite` has mapped each command-line argument to what Hydra
+    should see. Its `--help` (segnet.command_help) says what it does (`description`), and shows
+    `examples`. A command that writes to `output=` has
     `output_folder`, the folder its output goes into: given output=, Hydra runs there and writes
     neither its .hydra/ nor a log file, so the command leaves its output and nothing else (no
     dated folder under outputs/)."""
 
+    name: str
     config_name: str
     run: Callable[[], Any]
+    description: str
+    examples: tuple[str, ...]
     rewrite: Callable[[str], str] = str
     output_folder: Callable[[PurePath], PurePath] | None = None
 
@@ -67,7 +73,8 @@ class Command:
         if self.output_folder is None or any(a in ("-m", "--multirun") or a.startswith(HYDRA_RUN_KEYS)
                                              for a in arguments):
             return []
-        named = [a.partition("=")[2] for a in arguments if a.startswith(("output=", "+output=", "++output="))]
+        # (+output= is refused before: output is a key already)
+        named = [a.partition("=")[2] for a in arguments if a.startswith(("output=", "++output="))]
         if not named:
             return []
         try:
@@ -84,8 +91,10 @@ class Command:
 
     def __call__(self) -> Any:
         register_resolvers()
+        arguments = [self.rewrite(argument) for argument in sys.argv[1:]]
         with user_errors_as_one_line():
-            check_plugins(sys.argv[1:])
+            check_plugins(arguments)
+            check_keys(self.name, self.config_name, arguments)
         sys.argv = [sys.argv[0], *self.overrides(sys.argv[1:])]
         return self.run()
 
@@ -96,9 +105,10 @@ def imported(work: str) -> Callable[[DictConfig], Any]:
     return getattr(importlib.import_module(module), name)
 
 
-def hydra_command(config_name: str, work: str, check: str | None = None, rewrite: Callable[[str], str] = str,
-                  result: str | None = None, output_folder: Callable[[PurePath], PurePath] | None = None) -> Command:
-    """The command that runs `check`, then `work` (each "module:function") on the composed
+def hydra_command(name: str, config_name: str, work: str, description: str, examples: tuple[str, ...],
+                  check: str | None = None, rewrite: Callable[[str], str] = str, result: str | None = None,
+                  output_folder: Callable[[PurePath], PurePath] | None = None) -> Command:
+    """The command `name` that runs `check`, then `work` (each "module:function") on the composed
     `config_name`, with errors a user can fix in one line; it returns what `work` returns, or its
     entry that the configuration's key `result` names (what a Hydra sweeper optimizes)."""
 
@@ -111,35 +121,46 @@ def hydra_command(config_name: str, work: str, check: str | None = None, rewrite
             returned = imported(work)(cfg)
         return returned if result is None else returned[cfg[result]]
 
-    return Command(config_name, run, rewrite, output_folder)
+    return Command(name, config_name, run, description, examples, rewrite, output_folder)
 
 
 # The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
-# run the same.
+# run the same. Each description is its --help's first paragraph.
 
-segnet_train = hydra_command("train", "segnet.training.train_command:train_command",
-                             "segnet.training.checks:check_training_config", result="objective")
-"""segnet-train [overrides] (the same as python train.py), e.g. op.backend=cuda compile=true.
-Configuration lives in conf/ (Hydra); the run folder gets config.yaml (what trained), checkpoints,
-TensorBoard logs and metrics.json. It returns the metrics.json entry `objective` names (the final
-validation's mean Dice), what a Hydra sweeper optimizes; with folds=[...], their mean."""
+segnet_train = hydra_command(
+    "segnet-train", "train", "segnet.training.train_command:train_command",
+    """Train a segmentation model (the same as python train.py). Configuration lives in conf/
+    (Hydra): choose a group's option with group=option, set a key with key=value, e.g.
+    op.backend=cuda compile=true. The run folder gets config.yaml (what trained), checkpoints,
+    TensorBoard logs and metrics.json. It returns the metrics.json entry `objective` names (the final
+    validation's mean Dice), what a Hydra sweeper optimizes; with folds=[...], their mean.""",
+    ("segnet-train data=folder data.root=/data/Dataset001_Lung data.fold=0",
+     "segnet-train trainer.max_epochs=50 optim.lr=1e-3 seed=1"),
+    check="segnet.training.checks:check_training_config", result="objective")
 
 
 def _verify_flag(argument: str) -> str:
     return "verify=true" if argument == "--verify" else argument  # nnU-Net's flag; Hydra takes key=value
 
 
-segnet_plan = hydra_command("plan", "segnet.planning.plan:plan_command", rewrite=_verify_flag,
-                            output_folder=lambda output: output.parent)
-"""segnet-plan data.root=DATASET [output=plans.json] [data.memory_budget_gb=8], and
-segnet-plan --verify data.root=DATASET: a dataset's fingerprint and plan, or its integrity check
-alone, like nnUNetv2_plan_and_preprocess and its --verify_dataset_integrity. Training plans by
-itself when no plan is given; this writes one to read, edit or share, and training takes it back
-with data.plan=PATH. --verify lists every broken case and exits non-zero."""
+segnet_plan = hydra_command(
+    "segnet-plan", "plan", "segnet.planning.plan:plan_command",
+    """A dataset's fingerprint and plan (segnet-plan data.root=DATASET [output=plans.json]
+    [data.memory_budget_gb=8]), or with --verify its integrity check alone, like
+    nnUNetv2_plan_and_preprocess and its --verify_dataset_integrity. Training plans by itself when
+    no plan is given; this writes one to read, edit or share, and training takes it back with
+    data.plan=PATH. --verify lists every broken case and exits non-zero.""",
+    ("segnet-plan data.root=/data/Dataset001_Lung output=plans/plans.json",
+     "segnet-plan --verify data.root=/data/Dataset001_Lung"),
+    rewrite=_verify_flag, output_folder=lambda output: output.parent)
 
-segnet_preprocess = hydra_command("preprocess", "segnet.preprocessing.preprocess:preprocess_command")
-"""segnet-preprocess data.root=DATASET [data.plan=plans.json] [data.spatial_dims=2]: the dataset
-planned (or its plan read) and every labelled case written to the preprocessed cache."""
+segnet_preprocess = hydra_command(
+    "segnet-preprocess", "preprocess", "segnet.preprocessing.preprocess:preprocess_command",
+    """The dataset planned (or its plan read: data.plan=plans.json) and every labelled case
+    written to the preprocessed cache that training reads, like nnUNetv2_preprocess; training
+    builds it itself when missing, this does it ahead (a CPU job before the GPU jobs).""",
+    ("segnet-preprocess data.root=/data/Dataset001_Lung",
+     "segnet-preprocess data.root=/data/Dataset001_Lung data.spatial_dims=2 data.num_workers=8"))
 
 
 def _exported_package(argument: str) -> str:
@@ -148,38 +169,65 @@ def _exported_package(argument: str) -> str:
     return "exported=" + argument.removeprefix("model=") if argument.startswith("model=") else argument
 
 
-segnet_predict = hydra_command("predict", "segnet.inference.predict:predict_command",
-                               "segnet.inference.prediction_arguments:prediction_inputs",
-                               rewrite=_exported_package, output_folder=lambda output: output)
-"""segnet-predict ckpt_path=CKPT input=IMAGES output=FOLDER (or model=PATH.pt2 for an export),
-like nnUNetv2_predict; conf/predict.yaml lists the options."""
+segnet_predict = hydra_command(
+    "segnet-predict", "predict", "segnet.inference.predict:predict_command",
+    """Segment new images, like nnUNetv2_predict: from a training checkpoint (ckpt_path=CKPT, or a
+    list of them: an ensemble) or from model=PATH (an exported package, segnet-export's model.pt2,
+    or a model package, segnet-export-model's MODEL.zip), input=IMAGES (a folder or a file)
+    into output=FOLDER.""",
+    ("segnet-predict ckpt_path=runs/fold0/checkpoints/final.ckpt input=imagesTs output=predictions",
+     "segnet-predict model=MODEL.zip input=imagesTs output=predictions tta=false"),
+    check="segnet.inference.prediction_arguments:prediction_inputs", rewrite=_exported_package,
+    output_folder=lambda output: output)
 
-segnet_evaluate = hydra_command("evaluate", "segnet.evaluation.evaluate:evaluate_command",
-                                "segnet.evaluation.evaluation_arguments:evaluation_inputs")
-"""segnet-evaluate ckpt_path=CKPT data.root=DATASET [data.split=validation] [tta=true], nnU-Net
-style: summary.json (metric_per_case, mean, foreground_mean), per_case.csv,
-predictions/<case>.nii.gz (in each image's own geometry and format) and, per class, cases_<class>.png (its
-worst, median and best case: segnet.evaluation.pictures) in the run folder."""
+segnet_evaluate = hydra_command(
+    "segnet-evaluate", "evaluate", "segnet.evaluation.evaluate:evaluate_command",
+    """Score a checkpoint on a dataset's split, nnU-Net style: summary.json (metric_per_case, mean,
+    foreground_mean), per_case.csv, predictions/<case>.nii.gz (in each image's own geometry and
+    format) and, per class, cases_<class>.png (its worst, median and best case) in the run
+    folder.""",
+    ("segnet-evaluate ckpt_path=runs/fold0/checkpoints/final.ckpt data.root=/data/Dataset001_Lung",
+     "segnet-evaluate ckpt_path=runs/fold0/checkpoints/final.ckpt data.root=/data/Dataset001_Lung "
+     "data.split=test tta=false"),
+    check="segnet.evaluation.evaluation_arguments:evaluation_inputs")
 
-segnet_postprocess = hydra_command("postprocess", "segnet.postprocessing.postprocess:postprocess_command")
-"""segnet-postprocess data.root=DATASET 'runs=[RUN_FOLD0,...]': which connected-component rules
-raise the cross-validation's mean Dice, like nnU-Net's postprocessing determination; the rules
-go into postprocessing.json in every run folder, which segnet-predict and segnet-evaluate apply."""
+segnet_postprocess = hydra_command(
+    "segnet-postprocess", "postprocess", "segnet.postprocessing.postprocess:postprocess_command",
+    """Which connected-component rules raise the cross-validation's mean Dice, like nnU-Net's
+    postprocessing determination: each run (runs=[...], one per fold) predicts the cases it was
+    validated on; the rules go into postprocessing.json in every run folder, which segnet-predict
+    and segnet-evaluate apply.""",
+    ("segnet-postprocess data.root=/data/Dataset001_Lung 'runs=[runs/fold0,runs/fold1,runs/fold2]'",
+     "segnet-postprocess data.root=/data/Dataset001_Lung 'runs=[runs/fold0,runs/fold1]' device=cpu"))
 
-segnet_find_best_configuration = hydra_command("find_best",
-                                               "segnet.postprocessing.find_best:find_best_command")
-"""segnet-find-best-configuration data.root=DATASET 'runs=[RUN, ...]': which configuration, or pair's
-ensemble, scores best on the cross-validation, like nnUNetv2_find_best_configuration; the choice,
-its paired statistics, its postprocessing and the segnet-predict command go into the output folder."""
+segnet_find_best_configuration = hydra_command(
+    "segnet-find-best-configuration", "find_best", "segnet.postprocessing.find_best:find_best_command",
+    """Which configuration, or pair's ensemble, scores best on the cross-validation, like
+    nnUNetv2_find_best_configuration: runs=[...] lists every configuration's folds; the choice, its
+    paired statistics, its postprocessing and the segnet-predict command go into the output
+    folder.""",
+    ("segnet-find-best-configuration data.root=/data/Dataset001_Lung 'runs=[runs/2d_fold0,runs/3d_fold0]'",
+     "segnet-find-best-configuration data.root=/data/Dataset001_Lung 'runs=[runs/2d_fold0,runs/3d_fold0]' tta=false"))
 
-segnet_export_model = hydra_command("export_model", "segnet.export.export_model:export_model_command",
-                                    output_folder=lambda output: output.parent)
-"""segnet-export-model 'runs=[RUN, ...]' output=MODEL.zip (or choice=best_configuration.json): the
-runs' final weights, plans, configurations and postprocessing in one file, like
-nnUNetv2_export_model_to_zip; segnet-predict model=MODEL.zip predicts from it alone."""
+segnet_export_model = hydra_command(
+    "segnet-export-model", "export_model", "segnet.export.export_model:export_model_command",
+    """The runs' final weights, plans, configurations and postprocessing in one file, like
+    nnUNetv2_export_model_to_zip: runs=[...] or choice=best_configuration.json
+    (segnet-find-best-configuration's); segnet-predict model=MODEL.zip predicts from it alone.""",
+    ("segnet-export-model 'runs=[runs/fold0,runs/fold1]' output=MODEL.zip",
+     "segnet-export-model choice=best/best_configuration.json output=MODEL.zip"),
+    output_folder=lambda output: output.parent)
 
-segnet_export = hydra_command("export", "segnet.export.export_checkpoint:export_command",
-                              output_folder=lambda output: output.parent)
-"""segnet-export ckpt_path=CKPT [format=aoti|exported_program] [device=cpu|cuda] [output=model.pt2]:
-a trained network as a torch.export program or an AOTInductor package with model.json beside it,
-then run once on its own (torch and the op library alone) to prove it deploys."""
+segnet_export = hydra_command(
+    "segnet-export", "export", "segnet.export.export_checkpoint:export_command",
+    """A trained network as a torch.export program or an AOTInductor package (format=) with
+    model.json beside it, then run once on its own (torch and the op library alone) to prove it
+    deploys; segnet-predict model=PATH.pt2 predicts with it.""",
+    ("segnet-export ckpt_path=runs/fold0/checkpoints/final.ckpt output=exported/model.pt2",
+     "segnet-export ckpt_path=runs/fold0/checkpoints/final.ckpt format=exported_program device=cuda"),
+    output_folder=lambda output: output.parent)
+
+# Each command by its configuration's name: the one whose --help Hydra asks for (segnet.command_help).
+COMMANDS = {command.config_name: command for command in (
+    segnet_train, segnet_plan, segnet_preprocess, segnet_predict, segnet_evaluate, segnet_postprocess,
+    segnet_find_best_configuration, segnet_export_model, segnet_export)}

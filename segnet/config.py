@@ -5,7 +5,8 @@ class, or one sigmoid per region); ${runnable_backends:} is the sweep list of op
 machine can run; ${sqlite_file:PATH} is the SQLite URL of a database file, its folder made (a
 search's study lives in its sweep folder, which Hydra makes only once the first trial starts);
 ${search_study:ROOT,FOLDS,FOLD,OBJECTIVE} names a search's study by what its trials are compared
-on; ${mlflow_artifacts:TRACKING_URI} is where MLflow keeps a run's files: beside a SQLite store."""
+on; ${mlflow_artifacts:TRACKING_URI} is where MLflow keeps a run's files: beside a SQLite store;
+${command_help:} is the --help of the command that composed the configuration."""
 
 from __future__ import annotations
 
@@ -71,6 +72,12 @@ def mlflow_artifacts(tracking_uri: str) -> str | None:
     return (Path(os.path.abspath(database)).parent / "mlruns").as_uri()
 
 
+def command_help(_root_) -> str:
+    from segnet.command_help import help_template  # the commands' texts: only where --help asks
+
+    return help_template(_root_)
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
@@ -84,3 +91,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("search_study", search_study)
     if not OmegaConf.has_resolver("mlflow_artifacts"):
         OmegaConf.register_new_resolver("mlflow_artifacts", mlflow_artifacts)
+    if not OmegaConf.has_resolver("command_help"):
+        OmegaConf.register_new_resolver("command_help", command_help)

@@ -30,6 +30,7 @@ from hydra import compose, initialize_config_dir
 
 from segnet.commands import Command
 from segnet.config import CONF, register_resolvers
+from segnet.config_keys import check_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
@@ -103,7 +104,8 @@ def installed_command(name: str) -> Command:
 
 
 def compose_command(command: Command, words: list[str]) -> None:
-    overrides = command.overrides([w for w in words if w not in ("-m", "--multirun")])
+    check_keys(command.name, command.config_name, [command.rewrite(w) for w in words])  # as the command does
+    overrides = command.overrides([w for w in words if not command.rewrite(w).startswith("-")])  # Hydra's flags
     if "-m" in words or "--multirun" in words:  # a sweep: each swept key at its first value
         overrides = [o if o.startswith("hydra") else o.split(",")[0] for o in overrides]
     register_resolvers()
