@@ -28,11 +28,16 @@ from segnet.config import CONF, register_resolvers
 from segnet.config_keys import check_keys
 from segnet.errors import ConfigError, user_errors_as_one_line
 from segnet.progress import starting
+from segnet.unused_run_folder import removed_if_failed_unused
 
 # Arguments that choose Hydra's run folder or its files themselves.
 HYDRA_RUN_KEYS = ("hydra.run.dir=", "hydra.output_subdir=", "hydra/job_logging=")
 # Arguments that need an optional Hydra plugin: the module it installs, and the extra that installs it.
-PLUGINS = {("hydra/sweeper=optuna", "experiment=search_loss"): ("hydra_plugins.hydra_optuna_sweeper", "search")}
+PLUGINS = {("hydra/sweeper=optuna", "experiment=search_loss"): ("hydra_plugins.hydra_optuna_sweeper", "search"),
+           ("hydra/launcher=slurm", "hydra/launcher=submitit_slurm", "hydra/launcher=submitit_local"):
+           ("hydra_plugins.hydra_submitit_launcher", "slurm")}
+# What makes Hydra run in a folder without writing its .hydra/ or a log file there.
+WITHOUT_HYDRA_FILES = ["hydra.output_subdir=null", "hydra/job_logging=stdout"]
 
 
 def check_plugins(arguments: list[str]) -> None:
@@ -53,7 +58,8 @@ class Command:
     `examples`. A command that writes to `output=` has
     `output_folder`, the folder its output goes into: given output=, Hydra runs there and writes
     neither its .hydra/ nor a log file, so the command leaves its output and nothing else (no
-    dated folder under outputs/)."""
+    dated folder under outputs/). A command whose arguments ask it to write nothing (`writes_nothing`,
+    segnet-plan --verify) runs in the working folder the same way: it leaves no folder at all."""
 
     name: str
     config_name: str
@@ -62,6 +68,7 @@ class Command:
     examples: tuple[str, ...]
     rewrite: Callable[[str], str] = str
     output_folder: Callable[[PurePath], PurePath] | None = None
+    writes_nothing: Callable[[list[str]], bool] = lambda arguments: False
 
     def overrides(self, arguments: list[str]) -> list[str]:
         rewritten = [self.rewrite(argument) for argument in arguments]
@@ -70,8 +77,11 @@ class Command:
     def run_in_output_folder(self, arguments: list[str]) -> list[str]:
         """The overrides that make Hydra's run folder the output's own folder, without its files;
         none where the output is not named, or the run folder or a sweep is."""
-        if self.output_folder is None or any(a in ("-m", "--multirun") or a.startswith(HYDRA_RUN_KEYS)
-                                             for a in arguments):
+        if any(a in ("-m", "--multirun") or a.startswith(HYDRA_RUN_KEYS) for a in arguments):
+            return []
+        if self.writes_nothing(arguments):
+            return ["hydra.run.dir=.", *WITHOUT_HYDRA_FILES]
+        if self.output_folder is None:
             return []
         # (+output= is refused before: output is a key already)
         named = [a.partition("=")[2] for a in arguments if a.startswith(("output=", "++output="))]
@@ -87,7 +97,7 @@ class Command:
         quote = "'" if "'" not in folder else '"'
         if quote in folder:  # both quotes in the path: Hydra's default run folder, as without output=
             return []
-        return [f"hydra.run.dir={quote}{folder}{quote}", "hydra.output_subdir=null", "hydra/job_logging=stdout"]
+        return [f"hydra.run.dir={quote}{folder}{quote}", *WITHOUT_HYDRA_FILES]
 
     def __call__(self) -> Any:
         register_resolvers()
@@ -107,7 +117,8 @@ def imported(work: str) -> Callable[[DictConfig], Any]:
 
 def hydra_command(name: str, config_name: str, work: str, description: str, examples: tuple[str, ...],
                   check: str | None = None, rewrite: Callable[[str], str] = str, result: str | None = None,
-                  output_folder: Callable[[PurePath], PurePath] | None = None) -> Command:
+                  output_folder: Callable[[PurePath], PurePath] | None = None,
+                  writes_nothing: Callable[[list[str]], bool] = lambda arguments: False) -> Command:
     """The command `name` that runs `check`, then `work` (each "module:function") on the composed
     `config_name`, with errors a user can fix in one line; it returns what `work` returns, or its
     entry that the configuration's key `result` names (what a Hydra sweeper optimizes)."""
@@ -115,13 +126,13 @@ def hydra_command(name: str, config_name: str, work: str, description: str, exam
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def run(cfg: DictConfig) -> Any:
         starting()  # the first line, before the check and the work import torch and the rest
-        with user_errors_as_one_line():
+        with removed_if_failed_unused(), user_errors_as_one_line():
             if check is not None:
                 imported(check)(cfg)
             returned = imported(work)(cfg)
         return returned if result is None else returned[cfg[result]]
 
-    return Command(name, config_name, run, description, examples, rewrite, output_folder)
+    return Command(name, config_name, run, description, examples, rewrite, output_folder, writes_nothing)
 
 
 # The installed commands (pyproject.toml's [project.scripts]); train.py and scripts/<command>.py
@@ -152,7 +163,8 @@ segnet_plan = hydra_command(
     data.plan=PATH. --verify lists every broken case and exits non-zero.""",
     ("segnet-plan data.root=/data/Dataset001_Lung output=plans/plans.json",
      "segnet-plan --verify data.root=/data/Dataset001_Lung"),
-    rewrite=_verify_flag, output_folder=lambda output: output.parent)
+    rewrite=_verify_flag, output_folder=lambda output: output.parent,
+    writes_nothing=lambda arguments: "verify=true" in arguments)
 
 segnet_preprocess = hydra_command(
     "segnet-preprocess", "preprocess", "segnet.preprocessing.preprocess:preprocess_command",

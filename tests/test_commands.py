@@ -29,9 +29,9 @@ getattr(importlib.import_module(module), name)()
 """
 
 
-def imported_heavy(command: str, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+def imported_heavy(command: str, *args: str, cwd=ROOT) -> tuple[subprocess.CompletedProcess, str]:
     code = PROBE.format(heavy=HEAVY, entry=COMMANDS[command], command=command, args=list(args))
-    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
     return ran, ran.stdout.strip().splitlines()[-1]
 
 
@@ -55,10 +55,11 @@ def test_the_work_runs_once_the_configuration_composed():
     assert "torch" in imported
 
 
-def test_verify_reads_the_data_without_lightning(tmp_path):
+def test_verify_reads_the_data_without_lightning_and_writes_nothing(tmp_path):
     root = write_decathlon(tmp_path / "Task", cases=2)
-    ran, imported = imported_heavy("segnet-plan", "--verify", f"data.root={root}", f"hydra.run.dir={tmp_path}/h")
+    ran, imported = imported_heavy("segnet-plan", "--verify", f"data.root={root}", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
+    assert [p.name for p in tmp_path.iterdir()] == ["Task"]  # no outputs/plan/<date_time>/, no .hydra/, no log
     # MONAI reads the images (on torch, and it loads matplotlib itself where it is installed)
     assert "'monai'" in imported and "'lightning'" not in imported
 
@@ -81,7 +82,10 @@ def test_a_common_mistake_is_one_line_before_lightning_or_monai_load(tmp_path, m
     command, args, answer = MISTAKES[mistake]
     root = write_decathlon(tmp_path / "Task", cases=3)
     args = [a.replace("DATASET", str(root)) for a in args]
-    ran, imported = imported_heavy(command, *args, f"hydra.run.dir={tmp_path}/h")
+    ran, imported = imported_heavy(command, *args, cwd=tmp_path)
     assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
     assert ran.stderr.strip().splitlines()[-1].startswith(answer)
+    # Hydra's run folder (outputs/<task>/<date_time>/, or output=y itself) held nothing but its own
+    # files: gone, with the outputs/ it made
+    assert [p.name for p in tmp_path.iterdir()] == ["Task"]
     assert "'lightning'" not in imported and "'monai'" not in imported

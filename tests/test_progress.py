@@ -43,7 +43,7 @@ def test_a_command_says_what_starts_before_its_check_and_its_work_are_imported(t
     monkeypatch.setattr(sys, "argv", ["segnet-plan", f"hydra.run.dir={tmp_path}", "hydra.output_subdir=null",
                                       "hydra/job_logging=none", "hydra/hydra_logging=none"])
     with caplog.at_level(logging.INFO, logger="segnet"):
-        commands.hydra_command("plan", "some.work:run", "some.check:run")()
+        commands.hydra_command("segnet-plan", "plan", "some.work:run", "", (), "some.check:run")()
     first = "segnet-plan: loading torch and its libraries (a few seconds; longer on a cold disk) ..."
     assert seen == [("some.check:run", [first]), ("some.work:run", [first])]
 

@@ -19,6 +19,13 @@ from segnet.topology_metrics import topology_classes
 log = logging.getLogger(__name__)
 
 
+def mirroring(tta: bool) -> str:
+    """Why this Dice differs from the training's final one for the same weights, or that it does not."""
+    if tta:
+        return "with test-time mirroring (tta=true; training's validation Dice is without it, tta=false gives that)"
+    return "without test-time mirroring (tta=false), as training validates"
+
+
 def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
     checkpoint, description = evaluation_inputs(cfg)
     run = run_folder(checkpoint)
@@ -47,6 +54,7 @@ def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
                             "trained_on": trained_on}
     write_reports(summary, output_dir)
     write_case_pictures(summary, output_dir)
-    log.info("foreground mean Dice %.4f, HD95 %.2f mm; reports and cases_<class>.png in %s",
-             summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"], output_dir)
+    log.info("foreground mean Dice %.4f, HD95 %.2f mm, %s; reports and cases_<class>.png in %s",
+             summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"], mirroring(bool(cfg.tta)),
+             output_dir)
     return summary

@@ -6,6 +6,7 @@ looks at the cases before reading the means. Written as cases_<class>.png into t
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,12 @@ from segnet.data.image_files import read_array
 from segnet.files import atomic_path
 
 RANKS = ("worst", "median", "best")
+PANEL_INCHES = 3.2
+# The characters of a title line that fit a panel at TITLE_POINTS, with room to spare (a character
+# taken as 0.7 of the font size wide): a longer case name wraps rather than runs into its
+# neighbours' titles.
+TITLE_POINTS = 8
+TITLE_CHARACTERS = int(PANEL_INCHES * 72 / (0.7 * TITLE_POINTS))
 
 
 def ranked_cases(summary: dict[str, Any], label: str) -> dict[str, dict[str, Any]]:
@@ -61,9 +68,28 @@ def draw_case(axis, case: dict[str, Any], label: str, rank: str) -> None:
         plane = _plane(mask, index, natural).astype(float)
         if plane.any():
             axis.contour(plane, levels=[0.5], colors=colour, linewidths=0.8)
-    name = image_stem(case["prediction_file"])
-    axis.set_title(f"{rank}: {name}\nDice {case['metrics'][label]['Dice']:.3f}, slice {index}", fontsize=8)
+    axis.set_title(case_title(rank, image_stem(case["prediction_file"]), case["metrics"][label]["Dice"], index),
+                   fontsize=TITLE_POINTS)
     axis.set_axis_off()
+
+
+def case_title(rank: str, name: str, dice: float, index: int) -> str:
+    """The rank, the Dice and the slice, then the case's name wrapped to the panel's width."""
+    wrapped = textwrap.wrap(name, TITLE_CHARACTERS, break_long_words=True, break_on_hyphens=False)
+    return "\n".join([f"{rank}: Dice {dice:.3f}, slice {index}", *wrapped])
+
+
+def case_figure(chosen: dict[str, dict[str, Any]], label: str, name: str) -> Figure:
+    """The class's chosen cases side by side, under the class's name."""
+    # constrained: the titles' lines and the heading get their room above the images, with twice
+    # the default padding between them (the default lets a three-line title touch the heading)
+    figure = Figure(figsize=(PANEL_INCHES * len(chosen), 3.8), layout="constrained")
+    figure.get_layout_engine().set(h_pad=0.08)
+    axes = figure.subplots(1, len(chosen))
+    for axis, (rank, case) in zip(np.atleast_1d(axes), chosen.items(), strict=True):
+        draw_case(axis, case, label, rank)
+    figure.suptitle(f"{name}: label green, prediction red", fontsize=9)
+    return figure
 
 
 def write_case_pictures(summary: dict[str, Any], output_dir: Path) -> list[Path]:
@@ -73,14 +99,8 @@ def write_case_pictures(summary: dict[str, Any], output_dir: Path) -> list[Path]
         chosen = ranked_cases(summary, label)
         if not chosen:
             continue
-        figure = Figure(figsize=(3.2 * len(chosen), 3.6))
-        axes = figure.subplots(1, len(chosen))
-        for axis, (rank, case) in zip(np.atleast_1d(axes), chosen.items(), strict=True):
-            draw_case(axis, case, label, rank)
-        figure.suptitle(f"{mean['name']}: label green, prediction red", fontsize=9)
-        figure.tight_layout()
         path = output_dir / f"cases_{mean['name']}.png"
         with atomic_path(path) as temporary:
-            figure.savefig(temporary, dpi=110, format="png")
+            case_figure(chosen, label, mean["name"]).savefig(temporary, dpi=110, format="png")
         written.append(path)
     return written

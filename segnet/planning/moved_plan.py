@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from segnet.checkpoints.settings import RunSettings
-from segnet.planning.plan import apply_plan, configuration_name
+from segnet.planning.plan import apply_plan, configuration_name, shown_spacing
 
 log = logging.getLogger(__name__)
 GEOMETRY = ("orientation", "slicing_axis", "target_spacing")  # the plan's grid, with each configuration's spacing
@@ -42,6 +42,6 @@ def apply_moved_plan(data: DictConfig, model: DictConfig, plan: dict[str, Any], 
     name = configuration_name(data)
     log.info("model.init_from=%s: planned with its run's orientation %s and spacing %s, and %s normalization (this "
              "dataset's own plan: %s, %s)", source_path, carried["orientation"],
-             carried["configurations"][name]["spacing"], "its" if same_scale else "this dataset's",
-             plan["orientation"], plan["configurations"][name]["spacing"])
+             shown_spacing(carried["configurations"][name]["spacing"]), "its" if same_scale else "this dataset's",
+             plan["orientation"], shown_spacing(plan["configurations"][name]["spacing"]))
     return carried

@@ -116,6 +116,15 @@ def read_plan(path: Path, description: DatasetDescription) -> dict[str, Any]:
     return plan
 
 
+def shown_spacing(spacing: Sequence[float] | None) -> str:
+    """A spacing as the log shows it: a 2D plan's in-plane axes alone (its 0 along the slicing
+    axis, which keeps each case's own spacing there, is no spacing to read)."""
+    if spacing is None:
+        return "as stored"
+    values = [float(s) for s in spacing]
+    return f"{values[:-1]} in plane" if values[-1] == 0 else str(values)
+
+
 def write_plan(plan: dict[str, Any], path: Path) -> None:
     write_json(path, plan)
 
@@ -244,7 +253,7 @@ def plan_for_run(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     plan = choose_plan(cfg, description, output_dir / PLANS_FILE)
     apply_plan(data, cfg.model, plan)
     log.info("plan: %s orientation, crop to the %s box, spacing %s, patch %s, batch %s volume(s) x %s crop(s)",
-             plan["orientation"], data.crop, data.spacing if data.spacing is not None else "as stored",
+             plan["orientation"], data.crop, shown_spacing(data.spacing),
              list(data.patch_size), data.batch_size, data.samples_per_volume)
     return plan
 
@@ -291,7 +300,8 @@ def plan_command(cfg: DictConfig) -> dict[str, Any] | None:
     log.info("crop: to the %s box (%s)", plan["crop"], plan["crop_why"])
     for name, configuration in plan["configurations"].items():
         network = configuration.get("network")
-        log.info("%s: spacing %s, patch %s, batch %d volume(s) x %d crop(s); %s", name, configuration["spacing"],
+        log.info("%s: spacing %s, patch %s, batch %d volume(s) x %d crop(s); %s", name,
+                 shown_spacing(configuration["spacing"]),
                  configuration["patch_size"], configuration["batch_size"], configuration["samples_per_volume"],
                  f"the network: channels {network['channels']}, strides {network['strides']}" if network
                  else "the model's own network")

@@ -7,13 +7,25 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from matplotlib.figure import Figure  # drawn without pyplot: no backend chosen for the process
+from omegaconf import DictConfig, OmegaConf
 
 from segnet.files import atomic_path
+from segnet.model.loss_terms import effective_loss
+
+
+def loss_label(loss: DictConfig | dict[str, Any]) -> str:
+    """The loss a run trains, as the plot's axis names it: its terms of nonzero weight, each with
+    its weight where that is not 1, e.g. "dice_ce + 0.5 edge"."""
+    settings = OmegaConf.to_container(loss, resolve=True) if OmegaConf.is_config(loss) else loss
+    return " + ".join(name if float(term["weight"]) == 1 else f"{float(term['weight']):g} {name}"
+                      for name, term in effective_loss(settings).items() if name != "ramp_steps")
 
 
 class ProgressPlot(L.Callback):
-    def __init__(self, path: str):
+    def __init__(self, path: str, loss: DictConfig | dict[str, Any]):
         self.path = Path(path)
+        self.loss_name = loss_label(loss)
         self.loss: list[tuple[int, float]] = []
         self.lr: list[tuple[int, float]] = []
         self.dice: dict[str, list[tuple[int, float]]] = {}
@@ -37,16 +49,13 @@ class ProgressPlot(L.Callback):
         if trainer.is_global_zero:
             self.draw()
 
-    def draw(self) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, height_ratios=(2, 1))
+    def figure(self) -> Figure:
+        """The picture: loss and validation Dice above, the learning rate below."""
+        figure = Figure(figsize=(9, 7))
+        top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(2, 1))
         if self.loss:
             top.plot(*zip(*self.loss, strict=True), color="C0", alpha=0.7, label="train loss")
-        top.set_ylabel("train loss (conf/loss/)")
+        top.set_ylabel(f"train loss ({self.loss_name})")
         dice_axis = top.twinx()
         for i, (name, points) in enumerate(self.dice.items()):
             dice_axis.plot(*zip(*points, strict=True), marker="o", color=f"C{i + 1}", label=f"val Dice {name}")
@@ -60,11 +69,14 @@ class ProgressPlot(L.Callback):
         bottom.set_xlabel("optimizer step")
         for axis in (top, bottom):
             axis.grid(True, alpha=0.3)
-        fig.tight_layout()
+        figure.tight_layout()
+        return figure
+
+    def draw(self) -> None:
+        figure = self.figure()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.path) as temporary:
-            fig.savefig(temporary, dpi=100)
-        plt.close(fig)
+            figure.savefig(temporary, dpi=100, format="png")
 
     def state_dict(self) -> dict[str, Any]:  # a resumed run continues the curves
         return {"loss": self.loss, "lr": self.lr, "dice": self.dice}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import nibabel as nib
 import numpy as np
@@ -321,6 +322,8 @@ def test_plan_script_writes_a_plan_and_nothing_else_and_verify_lists_broken_case
                        cwd=started_in)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "plan" / "plans.json").read_text())["orientation"] == "RAS"
+    # a 2D plan's spacing as two in-plane values (its stored 0 along the slicing axis is no spacing)
+    assert re.search(r"2d: spacing \[[\d.]+, [\d.]+\] in plane,", done.stdout + done.stderr), done.stdout[-2000:]
     # Told where to write, the command leaves neither .hydra/ nor plan.log beside the plan, nor an
     # outputs/plan/<date>/ folder where it was started.
     assert [p.name for p in (tmp_path / "plan").iterdir()] == ["plans.json"]
@@ -334,6 +337,7 @@ def test_plan_script_writes_a_plan_and_nothing_else_and_verify_lists_broken_case
     assert verified.returncode != 0
     assert "case phantom_001: " in verified.stderr and "label values 7 are not classes" in verified.stderr
     assert "Traceback" not in verified.stderr
+    assert not (tmp_path / "h").exists()  # the failed command's run folder held only Hydra's files
 
 
 def test_two_channel_ct_and_mri_cases_plan_train_and_predict(tmp_path):

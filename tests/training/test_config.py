@@ -20,6 +20,12 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
+def test_the_cpu_preset_trains_250_steps_on_the_cpu(tmp_path):
+    root = write_decathlon(tmp_path / "Task")
+    trainer = compose_config(["experiment=cpu", "data=folder", f"data.root={root}"]).trainer
+    assert (trainer.accelerator, trainer.max_steps, trainer.max_epochs) == ("cpu", 250, -1)
+
+
 def test_every_group_has_options():
     assert set(GROUPS) >= {"op", "model", "data", "trainer", "logger", "callbacks", "experiment", "profiler"}
 

@@ -36,8 +36,12 @@ def supervision_heads(run_folder) -> int:
 
 @pytest.mark.parametrize("backend", ["python", "cpp"])
 @pytest.mark.parametrize("spatial_dims", [2, 3])
-def test_tiny_run_writes_the_run_folder(tmp_path, backend, spatial_dims):
-    metrics = run(tmp_path, tiny_overrides(spatial_dims) + [f"op={backend}"])
+def test_tiny_run_writes_the_run_folder(tmp_path, caplog, backend, spatial_dims):
+    with caplog.at_level("INFO", logger="segnet.training.train"):
+        metrics = run(tmp_path, tiny_overrides(spatial_dims) + [f"op={backend}"])
+    # the final line says why segnet-evaluate's Dice of the same weights is higher
+    assert f"val Dice {metrics['val_dice_mean']:.4f} (best" in caplog.text
+    assert "without test-time mirroring (segnet-evaluate mirrors" in caplog.text
     assert (tmp_path / "checkpoints" / "best.ckpt").is_file()
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     written = json.loads((tmp_path / "metrics.json").read_text())
@@ -207,7 +211,7 @@ def test_a_broken_dataset_stops_training_with_every_problem_named(tmp_path):
     assert "case case_003: " in message and "its affine differs from" in message
     assert "case case_004: " in message and "NaN or infinite intensities" in message
     assert "case case_000" not in message
-    assert not (tmp_path / "run" / "checkpoints").exists()  # training never started
+    assert not (tmp_path / "run").exists()  # training never started: no run folder of Hydra's files alone
 
 
 def test_unreadable_files_and_duplicate_cases_are_named(tmp_path):
