@@ -19,7 +19,8 @@ PACKAGE = ROOT / "segnet"
 # own layer or a later one; the stages run data <- planning <- preprocessing <- training, and
 # prediction needs a trained network (segnet.inference.trained_model), not the training code.
 LAYERS = (
-    ("errors", "files", "cluster", "metrics", "monai_import"),
+    ("import_hooks",),
+    ("errors", "files", "cluster", "metrics", "monai_import", "library_output"),
     ("topology_metrics",),
     ("data",),
     ("checkpoints",),  # a run's settings load its images as data does (segnet.checkpoints.settings)
