@@ -71,6 +71,14 @@ def mlflow_artifacts(tracking_uri: str) -> str | None:
     return (Path(os.path.abspath(database)).parent / "mlruns").as_uri()
 
 
+def run_name(output_dir: str) -> str:
+    """A run's name in the experiment trackers: its run folder's name, with its parent's where the
+    name alone repeats from sweep to sweep (a sweep's job number, a fold's fold_<k>)."""
+    folder = Path(output_dir)
+    repeated = folder.name.isdigit() or folder.name.startswith("fold_")
+    return f"{folder.parent.name}/{folder.name}" if repeated else folder.name
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
@@ -84,3 +92,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("search_study", search_study)
     if not OmegaConf.has_resolver("mlflow_artifacts"):
         OmegaConf.register_new_resolver("mlflow_artifacts", mlflow_artifacts)
+    if not OmegaConf.has_resolver("run_name"):
+        OmegaConf.register_new_resolver("run_name", run_name)

@@ -34,6 +34,7 @@ from helpers.training import (
 from segnet.checkpoints.writing import AtomicCheckpointIO
 from segnet.errors import ConfigError
 from segnet.files import atomic_path, remove_temporaries, temporary_beside, write_text
+from segnet.training.signals import SIGNAL_NAMES
 from segnet.training.train import train
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
@@ -260,7 +261,8 @@ def test_a_stop_to_the_process_group_saves_the_step_in_progress_and_the_same_com
     assert process.returncode == status, output[-3000:]
     assert "Traceback" not in output and not process_group(process.pid, within=30)  # the workers ended with it
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    hint = rf"stopped by {stop.name} at step (\d+); the same command resumes from {re.escape(str(last))}$"
+    said = re.escape(SIGNAL_NAMES[stop])
+    hint = rf"Stopped by {said} at step (\d+): {re.escape(str(last))} saved; run the same command to resume$"
     (hinted,) = set(re.findall(hint, output, re.MULTILINE))
     stopped_at = checkpoint(last)["global_step"]
     assert stopped_at == int(hinted) and trained <= stopped_at < total  # no step trained before the stop is lost
