@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the check runs before Lightning is imported
 NEEDS = {"ResumableMLFlowLogger": "mlflow", "MLFlowLogger": "mlflow", "ConfiguredWandbLogger": "wandb",
          "WandbLogger": "wandb"}
 EXTRA = "pip install -e '.[tracking]'"
+ATTEMPT_KEYS = ("ckpt_path", "resumed_from")  # what one attempt at a run resumes, which the next changes
 
 
 def check_loggers(cfg: DictConfig) -> None:
@@ -52,10 +53,10 @@ def flattened(tree: Any, prefix: str) -> dict[str, Any]:
 
 def publish_configuration(loggers: list[Logger], cfg: DictConfig) -> None:
     """The run's resolved configuration, to the trackers that keep it as parameters (a running
-    run is found by them too). Less ckpt_path: the checkpoint an attempt resumes is the
-    attempt's, not the run's (metrics.json's resumed_from)."""
-    settings = {key: value for key, value in OmegaConf.to_container(cfg, resolve=True).items() if key != "ckpt_path"}
-    params = flattened(settings, "config")
+    run is found by them too). Less the checkpoint an attempt resumes (ckpt_path, and the
+    loggers' resumed_from): the attempt's, not the run's (metrics.json's resumed_from)."""
+    params = {key: value for key, value in flattened(OmegaConf.to_container(cfg, resolve=True), "config").items()
+              if key.rpartition(".")[2] not in ATTEMPT_KEYS}
     for logger in loggers:
         if hasattr(logger, "log_configuration"):  # segnet.training.loggers' trackers
             logger.log_configuration(params)
