@@ -85,7 +85,15 @@ def folder_run(tracking_uri: str | None, experiment_name: str, run_folder: str |
     return found[0].info.run_id if found else None
 
 
-class ResumableMLFlowLogger(MLFlowLogger):
+class ConfigurationParams:
+    """A tracker whose parameters are the run's resolved configuration, logged with
+    log_configuration (segnet.training.tracking), each once."""
+
+    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
+        """Lightning's call with the module's hyperparameters, at the start of a fit: sections of the configuration."""
+
+
+class ResumableMLFlowLogger(ConfigurationParams, MLFlowLogger):
     """Lightning's MLFlowLogger. A run resumed from `resumed_from` goes on logging into the MLflow
     run tagged with its run folder, as Lightning does given that run's run_id, instead of starting
     a second one; a run_id given names the run itself."""
@@ -95,9 +103,6 @@ class ResumableMLFlowLogger(MLFlowLogger):
             run_id = folder_run(settings.get("tracking_uri"), settings.get("experiment_name", "lightning_logs"),
                                 (settings.get("tags") or {}).get(RUN_FOLDER_TAG))
         super().__init__(run_id=run_id, **settings)
-
-    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
-        """Lightning's call with the module's hyperparameters: logged as the configuration instead."""
 
     @rank_zero_only
     def log_configuration(self, params: dict[str, Any] | Namespace) -> None:
@@ -109,14 +114,11 @@ class ResumableMLFlowLogger(MLFlowLogger):
         if changed:
             log.warning("MLflow run %s keeps the first value of %s, which this attempt changed", self.run_id,
                         ", ".join(changed))
-        super().log_hyperparams({key: value for key, value in given.items() if key not in logged})
+        MLFlowLogger.log_hyperparams(self, {key: value for key, value in given.items() if key not in logged})
 
 
-class ConfiguredWandbLogger(WandbLogger):
+class ConfiguredWandbLogger(ConfigurationParams, WandbLogger):
     """Lightning's WandbLogger, whose run's config is the run's resolved configuration alone."""
 
-    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
-        """Lightning's call with the module's hyperparameters: logged as the configuration instead."""
-
     def log_configuration(self, params: dict[str, Any]) -> None:
-        super().log_hyperparams(params)  # rank zero only, as Lightning's is
+        WandbLogger.log_hyperparams(self, params)  # rank zero only, as Lightning's is
