@@ -78,6 +78,14 @@ def command_help(_root_) -> str:
     return help_template(_root_)
 
 
+def run_name(output_dir: str) -> str:
+    """A run's name in the experiment trackers: its run folder's name, with its parent's where the
+    name alone repeats from sweep to sweep (a sweep's job number, a fold's fold_<k>)."""
+    folder = Path(output_dir)
+    repeated = folder.name.isdigit() or folder.name.startswith("fold_")
+    return f"{folder.parent.name}/{folder.name}" if repeated else folder.name
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", _dataset_field)
@@ -93,3 +101,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("mlflow_artifacts", mlflow_artifacts)
     if not OmegaConf.has_resolver("command_help"):
         OmegaConf.register_new_resolver("command_help", command_help)
+    if not OmegaConf.has_resolver("run_name"):
+        OmegaConf.register_new_resolver("run_name", run_name)

@@ -13,22 +13,16 @@ is left alone.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
 from types import ModuleType
+
+from segnet.import_hooks import WrappingLoader, at_first_import
 
 HIDDEN_FROM_MONAI = ("mlflow", "optuna", "torchvision")
 
 
-class _HidingLoader(importlib.abc.Loader):
+class _HidingLoader(WrappingLoader):
     """MONAI's own loader, run with the hidden libraries marked unimportable."""
-
-    def __init__(self, loader: importlib.abc.Loader):
-        self.loader = loader
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         hidden = [name for name in HIDDEN_FROM_MONAI if name not in sys.modules]
@@ -41,21 +35,7 @@ class _HidingLoader(importlib.abc.Loader):
                 if name in sys.modules and sys.modules[name] is None:
                     del sys.modules[name]
 
-    def __getattr__(self, name: str):
-        return getattr(self.loader, name)  # resources, source and the rest, as the real loader has them
-
-
-class _MonaiFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != "monai":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _HidingLoader(spec.loader)
-        return spec
-
 
 def install() -> None:
     """Before MONAI is first imported (segnet/__init__.py); nothing when it already is."""
-    if "monai" not in sys.modules and not any(isinstance(finder, _MonaiFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _MonaiFinder())
+    at_first_import("monai", _HidingLoader)

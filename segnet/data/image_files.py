@@ -21,7 +21,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import tifffile
-from monai.data import ImageReader
+from monai.data import ImageReader, NibabelReader
 from monai.transforms import LoadImage
 from monai.utils import ensure_tuple
 from PIL import Image
@@ -145,9 +145,34 @@ class NaturalImageReader(ImageReader):
         return data, meta
 
 
+class ImageFileReader(ImageReader):
+    """The reader each file's format names: NaturalImageReader for natural images, MONAI's
+    NibabelReader for NIfTI. Given readers, MONAI's LoadImage tries each in turn and logs every
+    one that fails ("NaturalImageReader: unable to load ...", a line per NIfTI file that reads like
+    an error); this one is the first it tries and reads every format segnet reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.natural, self.volume = NaturalImageReader(), NibabelReader()
+
+    def chosen(self, filename: Sequence[str] | str) -> ImageReader:
+        return self.natural if self.natural.verify_suffix(filename) else self.volume
+
+    def verify_suffix(self, filename: Sequence[str] | str) -> bool:
+        return self.chosen(filename).verify_suffix(filename)
+
+    def read(self, data: Sequence[str] | str, **kwargs) -> tuple[ImageReader, object]:
+        reader = self.chosen(data)
+        return reader, reader.read(data, **kwargs)
+
+    def get_data(self, img: tuple[ImageReader, object]) -> tuple[np.ndarray, dict]:
+        reader, read = img
+        return reader.get_data(read)
+
+
 def image_loader() -> LoadImage:
     """MONAI's loader of every format segnet reads, each array as stored."""
-    return LoadImage(image_only=True, reader=NaturalImageReader())
+    return LoadImage(image_only=True, reader=ImageFileReader())
 
 
 def label_ending(image_path: str | Path) -> str:

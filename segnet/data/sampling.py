@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 from monai.data.utils import set_rnd
-from torch.utils.data import Dataset, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 SEEDS = 2**31  # a draw's seed: below MONAI's MAX_SEED and a torch int64
 
@@ -96,6 +96,20 @@ class SeededDraws(Dataset):
         set_rnd(self.dataset, draw.seed)
         crops = self.dataset[draw.index]
         return [{**crop, "seed": draw.seed} for crop in (crops if isinstance(crops, list) else [crops])]
+
+
+class DrawLoader(DataLoader):
+    """The DataLoader of a DrawSampler's draws. Where it is in the stream is the sampler's, read
+    from the fit's count of batches, which every checkpoint holds: it has no state of its own to
+    save or restore. Its state_dict and load_state_dict say so to Lightning, which otherwise warns,
+    at a resume in the middle of an epoch, that the loader "is not resumable" and the results
+    unreliable."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        pass
 
 
 def validation_sampler(dataset: Dataset, rank: int, world: int) -> DistributedSampler | None:

@@ -24,7 +24,7 @@ from monai import transforms as T
 from segnet.data.cropping import crop_transform
 from segnet.data.dataset_json import Case
 from segnet.data.headers import read_problem
-from segnet.data.image_files import NaturalImageReader, image_loader
+from segnet.data.image_files import ImageFileReader, image_loader
 from segnet.data.normalization import NormalizeChannelsd
 from segnet.data.samples import FOREGROUND_SHARE, MOVED_WITH_LABEL
 from segnet.errors import DatasetError
@@ -80,7 +80,7 @@ def load_transforms(
     keys = list(KEYS) if with_label else ["image"]
     stored_axes = not isinstance(orientation, str)
     steps = [
-        T.LoadImaged(keys=keys, image_only=True, reader=NaturalImageReader()),  # geometry travels in each MetaTensor
+        T.LoadImaged(keys=keys, image_only=True, reader=ImageFileReader()),  # geometry travels in each MetaTensor
         T.EnsureChannelFirstd(keys=keys),
         *([] if stored_axes else [T.Orientationd(keys=keys, axcodes=orientation, labels=None)]),
         *crop_transform(keys, crop),

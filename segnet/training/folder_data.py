@@ -26,7 +26,7 @@ from segnet.data.dataset_json import describe_dataset
 from segnet.data.device_augmentation import BatchAugmentation
 from segnet.data.regions import foreground_units
 from segnet.data.samples import FOREGROUND_SHARE, PREVIOUS
-from segnet.data.sampling import DrawSampler, SeededDraws, fit_position, validation_sampler
+from segnet.data.sampling import DrawLoader, DrawSampler, SeededDraws, fit_position, validation_sampler
 from segnet.data.splits import choose_split
 from segnet.data.transforms import augmentation_transforms, case_dicts, eval_transforms, train_transforms
 from segnet.errors import ConfigError
@@ -174,7 +174,7 @@ class FolderDataModule(L.LightningDataModule):
         rank, world, batches_taken = fit_position(self)
         per_rank = self.steps_per_epoch * self.batch_size if self.steps_per_epoch is not None else None
         draws = DrawSampler(len(self.train_set), self.batch_size, per_rank, self.seed, rank, world, batches_taken)
-        return DataLoader(SeededDraws(self.train_set), batch_size=self.batch_size, sampler=draws,
+        return DrawLoader(SeededDraws(self.train_set), batch_size=self.batch_size, sampler=draws,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
                           worker_init_fn=ignore_stop_signals, collate_fn=list_data_collate)
 

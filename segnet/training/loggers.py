@@ -1,7 +1,11 @@
 """Lightning's loggers as a resumed run needs them (conf/logger/ names them): a run resumed from a
 checkpoint (`resumed_from`, the run's ckpt_path once decided) continues the record its loggers
 kept before the stop, instead of emptying it or starting another. TensorBoard needs nothing: a
-resume adds an event file beside the earlier ones, and TensorBoard reads them together."""
+resume adds an event file beside the earlier ones, and TensorBoard reads them together.
+
+The experiment trackers (MLflow, W&B) keep each parameter once: the run's resolved configuration
+(`config.<key>`, segnet.training.tracking), not also the module's hyperparameters, which Lightning
+logs at the start of a fit and which are sections of that configuration under other names."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from typing import Any
 
 from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.fabric.utilities.logger import _convert_params, _flatten_dict
-from lightning.pytorch.loggers import CSVLogger, MLFlowLogger
+from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
@@ -81,7 +85,15 @@ def folder_run(tracking_uri: str | None, experiment_name: str, run_folder: str |
     return found[0].info.run_id if found else None
 
 
-class ResumableMLFlowLogger(MLFlowLogger):
+class ConfigurationParams:
+    """A tracker whose parameters are the run's resolved configuration, logged with
+    log_configuration (segnet.training.tracking), each once."""
+
+    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
+        """Lightning's call with the module's hyperparameters, at the start of a fit: sections of the configuration."""
+
+
+class ResumableMLFlowLogger(ConfigurationParams, MLFlowLogger):
     """Lightning's MLFlowLogger. A run resumed from `resumed_from` goes on logging into the MLflow
     run tagged with its run folder, as Lightning does given that run's run_id, instead of starting
     a second one; a run_id given names the run itself."""
@@ -93,13 +105,20 @@ class ResumableMLFlowLogger(MLFlowLogger):
         super().__init__(run_id=run_id, **settings)
 
     @rank_zero_only
-    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
+    def log_configuration(self, params: dict[str, Any] | Namespace) -> None:
         """The parameters the run has not logged yet. MLflow refuses to change a logged one, which
-        a continued run may (a resume's data.num_workers, its ckpt_path): that keeps its first value."""
+        a continued run may (a resume's data.num_workers): that keeps its first value."""
         given = _flatten_dict(_convert_params(params))
         logged = self.experiment.get_run(self.run_id).data.params
         changed = sorted(key for key, value in given.items() if key in logged and logged[key] != str(value)[:250])
         if changed:
             log.warning("MLflow run %s keeps the first value of %s, which this attempt changed", self.run_id,
                         ", ".join(changed))
-        super().log_hyperparams({key: value for key, value in given.items() if key not in logged})
+        MLFlowLogger.log_hyperparams(self, {key: value for key, value in given.items() if key not in logged})
+
+
+class ConfiguredWandbLogger(ConfigurationParams, WandbLogger):
+    """Lightning's WandbLogger, whose run's config is the run's resolved configuration alone."""
+
+    def log_configuration(self, params: dict[str, Any]) -> None:
+        WandbLogger.log_hyperparams(self, params)  # rank zero only, as Lightning's is

@@ -4,8 +4,10 @@ whole process group, DataLoader workers included.
 
 The main process decides: workers ignore both signals (the main process shuts them down as
 usual), and SIGINT asks the fit what SIGTERM asks, Lightning's graceful stop after the optimizer
-step in progress (its SIGTERMException). At that stop last.ckpt is written and the run says how
-to resume. A second Ctrl-C stops at once (Lightning's KeyboardInterrupt), without a checkpoint.
+step in progress (its SIGTERMException). At that stop last.ckpt is written and the run says, in
+one line, that it stopped and how to resume (Lightning's own "Received SIGTERM", which a Ctrl-C
+would print too, is left out). A second Ctrl-C stops at once (Lightning's KeyboardInterrupt),
+without a checkpoint.
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 log = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+LIGHTNING_SIGNALS = "lightning.pytorch.trainer.connectors.signal_connector"  # the logger of Lightning's handler
+
+
+class WithoutReceivedSigterm(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Received SIGTERM" not in str(record.msg)
 
 
 def ignore_stop_signals(worker_id: int) -> None:
@@ -50,6 +59,9 @@ class GracefulStop(L.Callback):
         # A process started to ignore SIGINT (a shell's background job) keeps ignoring it.
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             signal.signal(signal.SIGINT, self.interrupt)
+        lightning = logging.getLogger(LIGHTNING_SIGNALS)
+        if not any(isinstance(f, WithoutReceivedSigterm) for f in lightning.filters):
+            lightning.addFilter(WithoutReceivedSigterm())  # on_exception says the stop
 
     def interrupt(self, signum, frame) -> None:
         self.received = signal.SIGINT
@@ -65,5 +77,5 @@ class GracefulStop(L.Callback):
             return
         trainer.save_checkpoint(self.last_path, weights_only=False)  # whole: optimizer and schedule too
         if trainer.is_global_zero:
-            log.warning("stopped by %s at step %d; the same command resumes from %s", self.received.name,
-                        trainer.global_step, self.last_path)
+            log.info("Stopped by %s at step %d: %s saved; run the same command to resume", SIGNAL_NAMES[self.received],
+                     trainer.global_step, self.last_path)

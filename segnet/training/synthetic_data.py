@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import lightning as L
 from torch.utils.data import DataLoader
 
-from segnet.data.sampling import CasesOf, DrawSampler, fit_position, validation_sampler
+from segnet.data.sampling import CasesOf, DrawLoader, DrawSampler, fit_position, validation_sampler
 from segnet.errors import ConfigError
 from segnet.generated.synthetic import DIFFICULTIES, SyntheticSegmentation
 from segnet.training.signals import ignore_stop_signals
@@ -48,7 +48,7 @@ class SyntheticDataModule(L.LightningDataModule):
         drop_last = len(self.train_set) / world > self.batch_size  # no partial batch, unless it is the only one
         draws = DrawSampler(len(self.train_set), self.batch_size, None, self.seed, rank, world, batches_taken,
                             drop_last)
-        return DataLoader(
+        return DrawLoader(
             self.train_set, batch_size=self.batch_size, sampler=CasesOf(draws), num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0, drop_last=drop_last, worker_init_fn=ignore_stop_signals,
         )

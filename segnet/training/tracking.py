@@ -1,8 +1,8 @@
 """Where a run is tracked besides its folder: Lightning's loggers as conf/logger/ names them, one
 (logger=mlflow) or several (logger=[tensorboard,mlflow]; each option is a key of the logger
-section), and what the experiment trackers get once the run has finished: its resolved
-configuration as parameters (`config.<key>`, beside the module's hyperparameters that Lightning
-logs itself) and metrics.json, config.yaml and the run's pictures as files.
+section), and what the experiment trackers get: before the fit, the run's resolved configuration
+as parameters (`config.<key>`, each once: segnet.training.loggers); once the run has finished,
+metrics.json, config.yaml and the run's pictures as files.
 
 MLflow and Weights & Biases are optional (the `tracking` extra); a logger whose library is missing
 stops the run before anything is built, naming what to install.
@@ -24,8 +24,10 @@ if TYPE_CHECKING:  # the check runs before Lightning is imported
 
 # The library each optional logger needs, by its class's name (conf/logger/ chooses segnet's
 # resumable MLFlowLogger; Lightning's is there for a configuration of one's own).
-NEEDS = {"ResumableMLFlowLogger": "mlflow", "MLFlowLogger": "mlflow", "WandbLogger": "wandb"}
+NEEDS = {"ResumableMLFlowLogger": "mlflow", "MLFlowLogger": "mlflow", "ConfiguredWandbLogger": "wandb",
+         "WandbLogger": "wandb"}
 EXTRA = "pip install -e '.[tracking]'"
+ATTEMPT_KEYS = ("ckpt_path", "resumed_from")  # what one attempt at a run resumes, which the next changes
 
 
 def check_loggers(cfg: DictConfig) -> None:
@@ -49,19 +51,27 @@ def flattened(tree: Any, prefix: str) -> dict[str, Any]:
     return {prefix: tree}
 
 
-def publish_run(loggers: list[Logger], cfg: DictConfig, output_dir: Path) -> None:
-    """The finished run's configuration and files, to the trackers that keep them."""
+def publish_configuration(loggers: list[Logger], cfg: DictConfig) -> None:
+    """The run's resolved configuration, to the trackers that keep it as parameters (a running
+    run is found by them too). Less the checkpoint an attempt resumes (ckpt_path, and the
+    loggers' resumed_from): the attempt's, not the run's (metrics.json's resumed_from)."""
+    params = {key: value for key, value in flattened(OmegaConf.to_container(cfg, resolve=True), "config").items()
+              if key.rpartition(".")[2] not in ATTEMPT_KEYS}
+    for logger in loggers:
+        if hasattr(logger, "log_configuration"):  # segnet.training.loggers' trackers
+            logger.log_configuration(params)
+
+
+def publish_run(loggers: list[Logger], output_dir: Path) -> None:
+    """The finished run's files, to the trackers that keep them."""
     from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
 
-    params = flattened(OmegaConf.to_container(cfg, resolve=True), "config")
     kept = (output_dir / "metrics.json", output_dir / "config.yaml", *sorted(output_dir.glob("*.png")))
     files = [path for path in kept if path.is_file()]
     for logger in loggers:
         if isinstance(logger, MLFlowLogger):
-            logger.log_hyperparams(params)
             for path in files:
                 logger.experiment.log_artifact(logger.run_id, str(path))
         elif isinstance(logger, WandbLogger):
-            logger.experiment.config.update(params, allow_val_change=True)
             for path in files:
                 logger.experiment.save(str(path), base_path=str(output_dir), policy="now")

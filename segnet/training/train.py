@@ -29,7 +29,7 @@ from segnet.training.module import SegmentationModule
 from segnet.training.report import reset_peak_memory, run_metrics
 from segnet.training.resume import SECTIONS, check_same_run
 from segnet.training.run_config import run_config, write_run_config
-from segnet.training.tracking import build_loggers, publish_run
+from segnet.training.tracking import build_loggers, publish_configuration, publish_run
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ def train(composed: DictConfig) -> dict[str, Any]:
         cfg.trainer, callbacks=callbacks, logger=build_loggers(cfg), profiler=instantiate(cfg.get("profiler")),
         plugins=[AtomicCheckpointIO()],
     )
+    publish_configuration(trainer.loggers, cfg)
     reset_peak_memory()
     start = time.perf_counter()
     # A stop (SIGTERM, SIGINT) ends the fit in Lightning's SIGTERMException, a SystemExit whose code
@@ -98,5 +99,5 @@ def train(composed: DictConfig) -> dict[str, Any]:
         log.info("val Dice %.4f (best %.4f), without test-time mirroring (segnet-evaluate mirrors, tta=true, and "
                  "scores higher); metrics in %s", metrics["val_dice_mean"], metrics["best_val_dice_mean"],
                  output_dir / "metrics.json")
-        publish_run(trainer.loggers, cfg, output_dir)
+        publish_run(trainer.loggers, output_dir)
     return metrics

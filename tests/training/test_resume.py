@@ -19,6 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers import ROOT
 from helpers.data import write_decathlon
+from helpers.logs import noise
 from helpers.stops import process_group, signal_at, step_file, wait_for_step
 from helpers.training import (
     FIT_PROBE,
@@ -34,6 +35,7 @@ from helpers.training import (
 from segnet.checkpoints.writing import AtomicCheckpointIO
 from segnet.errors import ConfigError
 from segnet.files import atomic_path, remove_temporaries, temporary_beside, write_text
+from segnet.training.signals import SIGNAL_NAMES
 from segnet.training.train import train
 
 STEPS_PER_EPOCH = 2  # tiny 2D: 8 training images, batches of 4
@@ -260,12 +262,15 @@ def test_a_stop_to_the_process_group_saves_the_step_in_progress_and_the_same_com
     assert process.returncode == status, output[-3000:]
     assert "Traceback" not in output and not process_group(process.pid, within=30)  # the workers ended with it
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    hint = rf"stopped by {stop.name} at step (\d+); the same command resumes from {re.escape(str(last))}$"
-    (hinted,) = set(re.findall(hint, output, re.MULTILINE))
+    said = re.escape(SIGNAL_NAMES[stop])
+    hint = rf"Stopped by {said} at step (\d+): {re.escape(str(last))} saved; run the same command to resume$"
+    (hinted,) = re.findall(hint, output, re.MULTILINE)  # said once, and nothing else said of the stop
+    assert noise(output) == []
     stopped_at = checkpoint(last)["global_step"]
     assert stopped_at == int(hinted) and trained <= stopped_at < total  # no step trained before the stop is lost
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert noise(again.stdout + again.stderr) == [] and "resumable" not in again.stderr
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["resumed_from"] == str(last) and metrics["global_step"] == total
     assert checkpoint(last)["global_step"] == total

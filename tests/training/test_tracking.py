@@ -7,16 +7,20 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from helpers.stops import signal_at
 from helpers.training import TINY_2D, TINY_MODEL, TINY_TRAINER, compose_config, tiny_overrides
 from segnet.config import mlflow_artifacts
 from segnet.errors import ConfigError
 from segnet.training.checks import check_training_config
+from segnet.training.tracking import flattened
 
 
 def test_a_run_is_read_back_from_mlflow_through_its_own_client(tmp_path):
@@ -34,8 +38,14 @@ def test_a_run_is_read_back_from_mlflow_through_its_own_client(tmp_path):
     (experiment,) = [e for e in client.search_experiments() if e.name == "segnet"]
     (tracked,) = client.search_runs([experiment.experiment_id])
     assert tracked.info.status == "FINISHED" and tracked.data.tags["run_folder"] == str(run)
+    assert tracked.info.run_name == run.name  # the run folder's, not one MLflow makes up
     assert tracked.data.params["config.optim.lr"] == "0.002"  # the resolved configuration
     assert tracked.data.params["config.data.image_size"] == "32"
+    # each parameter once: the configuration's keys, not also the module's copy of its sections
+    written = flattened(OmegaConf.to_container(OmegaConf.load(run / "config.yaml")), "config")
+    kept = {key for key, value in written.items() if value != []}  # Lightning's flattening drops empty lists
+    attempt = {"config.ckpt_path", "config.logger.mlflow.resumed_from", "config.logger.csv.resumed_from"}
+    assert set(tracked.data.params) == kept - attempt
     final = client.get_metric_history(tracked.info.run_id, "val/dice_mean")[-1].value
     assert final == pytest.approx(metrics["val_dice_mean"], abs=1e-6)  # the final validation's
     files = {artifact.path for artifact in client.list_artifacts(tracked.info.run_id)}
@@ -111,7 +121,7 @@ def test_mlflow_keeps_a_run_s_files_beside_its_store_whatever_the_working_folder
     assert mlflow_artifacts("http://tracking:5000") is None  # a server keeps them where it is set to
 
 
-def test_a_resumed_run_goes_on_in_its_own_mlflow_run(tmp_path):
+def test_a_resumed_run_goes_on_in_its_own_mlflow_run(tmp_path, caplog):
     from mlflow.tracking import MlflowClient
 
     from segnet.training.train import train
@@ -121,10 +131,22 @@ def test_a_resumed_run_goes_on_in_its_own_mlflow_run(tmp_path):
     stopped = signal_at("SIGTERM", 1, "training")  # 2 steps an epoch
     with pytest.raises(SystemExit):
         train(compose_config([*overrides, "trainer.max_epochs=2", *stopped], output_dir=run))
-    train(compose_config([*overrides, "trainer.max_epochs=2"], output_dir=run))
+    with caplog.at_level(logging.WARNING):
+        train(compose_config([*overrides, "trainer.max_epochs=2"], output_dir=run))
+    assert "keeps the first value" not in caplog.text  # the same command: nothing changed (its ckpt_path is its own)
     # trained on once it had finished: a configuration that differs from the one MLflow has
     train(compose_config([*overrides, "trainer.max_epochs=3"], output_dir=run))
     (tracked,) = tracked_runs(store)
     steps = [metric.step for metric in MlflowClient(store).get_metric_history(tracked.info.run_id, "train/loss")]
     assert tracked.info.status == "FINISHED" and sorted(steps) == list(range(6))
     assert tracked.data.params["config.trainer.max_epochs"] == "2"  # MLflow keeps a parameter's first value
+
+
+def test_w_and_b_keeps_the_configuration_each_key_once(tmp_path):
+    pytest.importorskip("wandb")
+    logger = instantiate(compose_config(["logger=wandb"], output_dir=tmp_path).logger.wandb)
+    assert logger.experiment.name == tmp_path.name  # the run folder's
+    logger.log_hyperparams({"data": {"batch_size": 2}, "backend": "cpp"})  # Lightning's call, the module's sections
+    logger.log_configuration({"config.data.batch_size": 2})
+    assert dict(logger.experiment.config) == {"config.data.batch_size": 2}
+    logger.experiment.finish()
