@@ -14,6 +14,7 @@ from segnet.checkpoints.reading import CheckpointError, not_segnet, read_checkpo
 from segnet.errors import ConfigError
 from segnet.inference.trained_model import TrainedModel
 from segnet.model.network import build_network
+from segnet.nnunet.folder import is_model_checkpoint
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", backend: str = "auto") -> TrainedModel:
@@ -44,8 +45,13 @@ def inference_device(requested: str) -> torch.device:
 
 
 def load_for_inference(checkpoint: Path, device_name: str, backend_name: str) -> TrainedModel:
-    """A checkpoint's model on the requested device, with the op backend that runs there."""
+    """A checkpoint's model on the requested device, with the op backend that runs there; a
+    checkpoint in a fold of an nnU-Net v2 trained model folder as its fold's model."""
     device = inference_device(device_name)
+    if is_model_checkpoint(Path(checkpoint)):
+        from segnet.nnunet.model import load_nnunet  # the extra's: its network is dynamic_network_architectures'
+
+        return load_nnunet(Path(checkpoint), device)
     try:
         backend = ops.resolve_backend(backend_name, device)
     except ValueError as error:

@@ -192,8 +192,13 @@ class EdgeUNet(nn.Module):
 NOT_ARCHITECTURE = ("init_from",)
 
 
-def build_network(model: dict[str, Any], backend: str, **overrides: Any) -> EdgeUNet:
+def build_network(model: dict[str, Any], backend: str, **overrides: Any) -> nn.Module:
     """The network of a model config (conf/model/, whose other keys are EdgeUNet's arguments),
-    with `overrides` of some of them (planning counts both spatial modes)."""
+    with `overrides` of some of them (planning counts both spatial modes); a run fine-tuned from
+    an nnU-Net model records nnU-Net's architecture instead (segnet.nnunet.run_model)."""
+    if model.get("network") == "nnunet":
+        from segnet.nnunet.run_model import network_of  # the peer extra's network package: only where asked
+
+        return network_of(model, backend)
     architecture = {key: value for key, value in model.items() if key not in NOT_ARCHITECTURE}
     return EdgeUNet(**{**architecture, **overrides}, edge_backend=backend)

@@ -30,6 +30,7 @@ def insert_edge_layers(net: NnunetAxes, places: Sequence[str], in_channels: int,
     if unknown:
         raise ConfigError(f"model.edge_placement names {', '.join(unknown)}; nnU-Net's networks take edge layers at "
                           f"{', '.join(PLACEMENTS)}")
+    net.edge_places = [*net.edge_places, *places]
     if "input" in places:
         net.input_edge = EdgeEnhance(in_channels, backend=backend, alpha_init=0.0)
     if "skips" in places:

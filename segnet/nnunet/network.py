@@ -68,13 +68,27 @@ def total_stride(architecture: dict[str, Any]) -> list[int]:
 class NnunetAxes(nn.Module):
     """nnU-Net's network on segnet's axis order (nnU-Net's reversed): the axes reversed on the way
     in and out, and an input smaller than the patch padded with zeros around it, as nnU-Net's
-    predictor pads (also to a multiple of the network's stride, which whole slices need)."""
+    predictor pads (also to a multiple of the network's stride, which whole slices need).
 
-    def __init__(self, network: nn.Module, patch: list[int], stride: list[int]):
+    With `deep_supervision`, training's forward returns the decoder's outputs, full resolution
+    first, but the coarsest: nnU-Net's trainer weights that one 0 and halves the weight per level
+    of the others, which segnet's deeply supervised loss does with the rest (segnet.model.dice_ce).
+    In eval mode it returns the full-resolution logits alone. nnU-Net's decoder has a head on
+    every level whether it supervises them or not, so the weights are the same either way."""
+
+    def __init__(self, network: nn.Module, patch: list[int], stride: list[int], deep_supervision: bool = False):
         super().__init__()
         self.network = network
         self.input_edge: nn.Module = nn.Identity()  # an edge layer on the image (segnet.nnunet.edges)
+        self.edge_places: list[str] = []  # where segnet.nnunet.edges put edge layers
         self.patch, self.stride = list(patch), list(stride)  # in nnU-Net's axis order
+        self.deep_supervision = deep_supervision
+
+    @property
+    def supervision_heads(self) -> list[nn.Module]:
+        """The heads of the coarser levels training's loss takes (EdgeUNet's name for them)."""
+        heads = list(self.network.decoder.seg_layers)[1:-1]  # coarsest first; the last is the full resolution's
+        return heads[::-1] if self.deep_supervision else []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | list[torch.Tensor]:
         dims = x.ndim - 2
@@ -87,8 +101,10 @@ class NnunetAxes(nn.Module):
             after = [t - s - b for s, t, b in zip(size, target, before, strict=True)]
             pad = [p for axis in reversed(range(dims)) for p in (before[axis], after[axis])]
             x = F.pad(x, pad)
+        self.network.decoder.deep_supervision = self.deep_supervision and self.training
         output = self.network(self.input_edge(x))
         window = (slice(None), slice(None), *(slice(b, b + s) for b, s in zip(before, size, strict=True)))
         if isinstance(output, torch.Tensor):
             return output[window].permute(order)
-        return [level.permute(order) for level in output]  # deep supervision: training's own patch, never padded
+        supervised = [level.permute(order) for level in output[:-1]]  # the coarsest: weight 0 in nnU-Net's trainer
+        return supervised if len(supervised) > 1 else supervised[0]  # training's own patch, never padded

@@ -92,13 +92,15 @@ def run_data(folder: ModelFolder, fold: int | str) -> dict[str, Any]:
     class_names, regions, ignore_label = nnunet_labels(dataset, where)
     transpose = list(folder.plans["transpose_forward"])
     patch = list(config["patch_size"])
+    entries = normalization(folder, config, channels)
     return {
         "spatial_dims": len(patch), "configuration": folder.configuration, "fold": fold,
         "class_names": list(class_names), "in_channels": len(channels),
         "regions": None if regions is None else regions.settings(), "ignore_label": ignore_label,
-        "normalization": normalization(folder, config, channels), "orientation": loaded_axes(transpose),
+        "normalization": entries, "orientation": loaded_axes(transpose),
         "spacing": stored_spacing(config["spacing"], transpose), "crop": "nonzero",
         "patch_size": patch[::-1],
+        "plan": {"normalization": entries},  # the channels' names, where a segnet run's checks read them
     }
 
 

@@ -225,8 +225,9 @@ def sized_network(
 
 
 def is_sized_by_plan(model: dict[str, Any]) -> bool:
-    """A model config that leaves its channels or strides to the plan (conf/model/resenc.yaml)."""
-    return model.get("channels") is None or model.get("strides") is None
+    """A model config that leaves its channels or strides to the plan (conf/model/resenc.yaml); an
+    nnU-Net model's network (segnet.nnunet.run_model) is its plan's."""
+    return model.get("network") != "nnunet" and (model.get("channels") is None or model.get("strides") is None)
 
 
 def _mm(value: float) -> float:

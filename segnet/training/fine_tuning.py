@@ -10,7 +10,11 @@ Every tensor of the network must be in the checkpoint with its shape, but for th
 one per class: they are taken by class name, so a class of this dataset that the source run
 trained starts from its own row wherever the source numbered it, and a new one from its fresh
 initialization, as do deep-supervision heads the checkpoint lacks. Anything else that does not
-fit stops the run with the tensors' names, before anything is written."""
+fit stops the run with the tensors' names, before anything is written.
+
+A model nnU-Net v2 trained (its checkpoint_final.pth, a fold folder, or its trained model folder
+of one fold) is a source too: the run trains its network on its grid and intensity scale
+(segnet.nnunet.fine_tuning), with the same refusals, even when it resumes."""
 
 from __future__ import annotations
 
@@ -31,13 +35,25 @@ from segnet.planning.moved_plan import apply_moved_plan
 from segnet.planning.plan import configuration_name
 
 log = logging.getLogger(__name__)
-HEADS = ("head.", "supervision_heads.")  # EdgeUNet's output convolutions: one channel per class
+# the output convolutions, one channel per class: EdgeUNet's, nnU-Net's decoder's
+HEADS = ("head.", "supervision_heads.", "network.decoder.seg_layers.")
 ALLOWED = ("channels", "normalization")  # the differences from the source run init_allow may accept
 
 
-def source_run(path: Path) -> tuple[RunSettings, dict[str, torch.Tensor]]:
+def nnunet_source_at(path: Path):
+    """The nnU-Net model at `path` (segnet.nnunet.source.NnunetSource), or None where it is not one."""
+    from segnet.nnunet.source import nnunet_source  # nnU-Net's models' code: only where the path may be one
+
+    return nnunet_source(path) if path.exists() else None
+
+
+def source_run(path: Path, edge_places: Sequence[str] = ()) -> tuple[RunSettings, dict[str, torch.Tensor]]:
     """The settings (class names, plan) and the network's weights of a checkpoint of segnet's
-    training, read weights-only."""
+    training, read weights-only; or of an nnU-Net model, its weights named as in its network with
+    edge layers at `edge_places`."""
+    nnunet = nnunet_source_at(path)
+    if nnunet is not None:
+        return RunSettings.from_data(nnunet.data), nnunet.weights_for(list(edge_places))
     if not path.is_file():
         raise ConfigError(f"model.init_from={path} is not a file; point it at a run's checkpoints/best.ckpt")
     checkpoint, weights = read_checkpoint(path)
@@ -67,16 +83,20 @@ def schemes(settings: RunSettings) -> tuple[str, ...] | None:
     return tuple(entry["scheme"] for entry in normalization) if normalization else None
 
 
-def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, Any] | None:
+def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None, given: DictConfig) -> dict[str, Any] | None:
     """The plan a fine-tuning run trains with (cfg.data set to it; a resume reads its own
-    plans.json instead): this dataset's, with the source run's geometry and normalization. The
-    plan unchanged for a run that is not fine-tuning, or where either run had no plan (generated
-    data: nothing to carry)."""
+    plans.json instead, but from an nnU-Net model, whose network the model section becomes): this
+    dataset's, with the source run's geometry and normalization. The plan unchanged for a run that
+    is not fine-tuning, or where either run had no plan (generated data: nothing to carry). `given`
+    is the data section as composed: the patch and batch the user set."""
     path = cfg.model.get("init_from")
-    if path is None or cfg.ckpt_path is not None:
+    if path is None:
+        return plan
+    nnunet = nnunet_source_at(Path(path))
+    if cfg.ckpt_path is not None and nnunet is None:
         return plan
     allowed = allowed_differences(cfg)
-    source, _ = source_run(Path(path))
+    source = RunSettings.from_data(nnunet.data) if nnunet is not None else source_run(Path(path))[0]
     data = OmegaConf.to_container(cfg.data, resolve=True)
     here = f"{data['root']}/dataset.json" if "root" in data else f"data={data['name']}"
     own = RunSettings.from_data(data)
@@ -92,6 +112,10 @@ def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None) -> dict[str, 
             "scale. Fine-tune from a run on this modality, or train with this dataset's own normalization anyway "
             "with init_allow=[normalization]"
         )
+    if nnunet is not None:
+        from segnet.nnunet.fine_tuning import carry_nnunet_source
+
+        return carry_nnunet_source(cfg, given, plan, nnunet, same_scale)
     if plan is None or not source.plan:
         return plan
     if source.configuration != configuration_name(cfg.data):
@@ -129,7 +153,7 @@ def initialize_from(net: torch.nn.Module, path: str | Path, class_names: Sequenc
     """Loads `path`'s weights into `net`, whose classes are `class_names` (and regions `regions`),
     the heads' rows by class or region name; returns the tensors left wholly as initialized
     (deep-supervision heads a checkpoint without them lacks)."""
-    source, weights = source_run(Path(path))
+    source, weights = source_run(Path(path), getattr(net, "edge_places", ()))
     source_regions = Regions.from_settings(source.regions)
     if (source_regions is None) != (regions is None):
         kinds = ("regions (a sigmoid each)", "classes (a softmax)")

@@ -86,7 +86,10 @@ class FolderDataModule(L.LightningDataModule):
         self.split = choose_split(self.description, fold, num_folds, split_seed)
         self.train_cases, self.val_cases = self.split.train, self.split.val
         # The dataset's plan (segnet.planning.plan, checked for integrity there, once for all ranks).
-        self.geometry = {"normalization": normalization, "orientation": orientation, "spacing": spacing,
+        # orientation: axis codes, or a permutation of the stored axes (a run fine-tuned from nnU-Net's model)
+        self.geometry = {"normalization": normalization,
+                         "orientation": orientation if isinstance(orientation, str) else list(orientation),
+                         "spacing": spacing,
                          "crop": checked_crop(crop)}
 
     def prepare_data(self) -> None:

@@ -38,7 +38,8 @@ def run_config(composed: DictConfig) -> RunConfig:
     else:
         check_fresh_start(Path(cfg.paths.output_dir))
     plan = plan_for_run(cfg, Path(cfg.paths.output_dir))  # dataset folders: spacing, orientation, normalization,
-    plan = fine_tuning_plan(cfg, plan)  # patch, batch; model.init_from: the source run's spacing and normalization
+    # patch, batch; model.init_from: the source run's spacing and normalization (an nnU-Net model's network)
+    plan = fine_tuning_plan(cfg, plan, composed.data)
     size_network(cfg.model, cfg.data)  # model=resenc: channels and strides for this run's patch
     if cfg.data.get("augment_on") == "auto":  # batched on a GPU; in the loader's workers on the CPU
         cfg.data.augment_on = "device" if trainer_uses_gpu(cfg.trainer) else "workers"
