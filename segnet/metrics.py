@@ -21,7 +21,7 @@ Voxels of the ignore label are background on both sides for every metric, and no
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -51,36 +51,44 @@ def unit_masks(label: torch.Tensor, units: Sequence[Sequence[int]]) -> torch.Ten
     return torch.stack([unit_mask(label, values) for values in units])[None]
 
 
-def hd95_per_class(
+def per_present_unit(
     prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]],
-    spacing: Sequence[float] | None = None, one_sided: float = math.nan,
+    score: Callable[[torch.Tensor, torch.Tensor], float], one_sided: float,
 ) -> list[float]:
-    """95th-percentile Hausdorff distance of each foreground unit (spatial label maps); `one_sided`
-    where a unit is in only one of them."""
+    """score(prediction mask, reference mask), each (1, 1, *spatial), of each foreground unit that
+    both spatial label maps hold; `one_sided` where only one holds it, NaN where neither does
+    (MONAI's surface distances would warn of an empty mask and return inf or NaN)."""
     scores = []
     for values in units:
         pred_c = unit_mask(prediction, values)[None, None]
         ref_c = unit_mask(reference, values)[None, None]
         if not pred_c.any() or not ref_c.any():
             scores.append(one_sided if (pred_c.any() or ref_c.any()) else math.nan)
-            continue
-        distance = compute_hausdorff_distance(
-            pred_c, ref_c, include_background=True, percentile=95, spacing=list(spacing) if spacing else None
-        )
-        scores.append(float(distance.item()))
+        else:
+            scores.append(score(pred_c, ref_c))
     return scores
+
+
+def hd95_per_class(
+    prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]],
+    spacing: Sequence[float] | None = None, one_sided: float = math.nan,
+) -> list[float]:
+    """95th-percentile Hausdorff distance of each foreground unit (spatial label maps); `one_sided`
+    where a unit is in only one of them."""
+    spacing = list(spacing) if spacing else None
+    return per_present_unit(prediction, reference, units, lambda pred_c, ref_c: float(compute_hausdorff_distance(
+        pred_c, ref_c, include_background=True, percentile=95, spacing=spacing).item()), one_sided)
 
 
 def nsd_per_class(
     prediction: torch.Tensor, reference: torch.Tensor, units: Sequence[Sequence[int]], tolerance_mm: float,
     spacing: Sequence[float] | None = None,
 ) -> list[float]:
-    """Normalized surface Dice of each foreground unit (spatial label maps) at tolerance_mm."""
-    scores = compute_surface_dice(
-        unit_masks(prediction, units), unit_masks(reference, units), class_thresholds=[tolerance_mm] * len(units),
-        include_background=True, spacing=list(spacing) if spacing else None,
-    )[0]
-    return [float(v) for v in scores.tolist()]
+    """Normalized surface Dice of each foreground unit (spatial label maps) at tolerance_mm; 0
+    where a unit is in only one of them."""
+    spacing = list(spacing) if spacing else None
+    return per_present_unit(prediction, reference, units, lambda pred_c, ref_c: float(compute_surface_dice(
+        pred_c, ref_c, class_thresholds=[tolerance_mm], include_background=True, spacing=spacing).item()), 0.0)
 
 
 def surface_scores(

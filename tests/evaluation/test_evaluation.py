@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 
 import nibabel as nib
 import numpy as np
@@ -27,7 +28,7 @@ from segnet.evaluation.evaluator import (
     write_reports,
 )
 from segnet.inference.loading import load_checkpoint
-from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class
+from segnet.metrics import dice_per_class, hd95_per_class, mean_per_class, nsd_per_class
 from segnet.topology_metrics import topology_classes
 from segnet.training.train import train
 
@@ -70,6 +71,17 @@ def block(shape=(10, 12, 8), corner=(2, 3, 2), size=(4, 4, 3), value=1) -> np.nd
     out = np.zeros(shape, np.int64)
     out[tuple(slice(c, c + n) for c, n in zip(corner, size, strict=True))] = value
     return out
+
+
+def test_surface_dice_of_a_class_on_one_side_is_zero_in_neither_nan_and_warns_of_nothing():
+    reference = torch.zeros(8, 8, 8, dtype=torch.long)
+    reference[2:6, 2:6, 2:6] = 1
+    prediction = reference.clone()
+    prediction[1:3, 1:3, 1:3] = 2  # class 2 only in the prediction; class 3 in neither
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # MONAI warns of an empty mask where it is handed one
+        scores = nsd_per_class(prediction, reference, [(1,), (2,), (3,)], tolerance_mm=1.0)
+    assert scores[0] == pytest.approx(1.0, abs=0.05) and scores[1] == 0.0 and math.isnan(scores[2])
 
 
 def test_a_structure_missed_or_invented_scores_the_image_diagonal_as_hd95(tmp_path):
