@@ -10,6 +10,7 @@ the other formats (segnet.export.exporter); model.json beside it says the same a
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ from segnet.progress import step
 
 ONNX = "onnx"
 INPUT, OUTPUT = "image", "logits"  # the graph's input and output names, as the predictor feeds and reads them
+
+
+# The exporter's graph passes log each node they fold or drop at INFO: hundreds of lines that say
+# nothing a user can act on.
+PASS_LOGGERS = ("onnxscript", "onnx_ir")
 
 
 def onnx_modules():
@@ -49,6 +55,8 @@ def export_onnx(model: TrainedModel, output: Path) -> dict[str, Any]:
     if model.device.type != "cpu" or model.backend != "python":
         raise ValueError("export_onnx exports a network loaded on the CPU with the op's python backend "
                          f"(plain torch), got {model.device.type} and {model.backend}")
+    for name in PASS_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     example, dynamic_shapes = example_and_dynamic_shapes(model)
     start = time.perf_counter()
     with step("torch.onnx export of the network", 1, 2), torch.no_grad():
