@@ -28,9 +28,9 @@ class OnnxNetwork:
             raise ConfigError(f"model={path} is an ONNX file, which needs ONNX Runtime: pip install "
                               "'segnet[onnx]'") from None
         providers = providers_for(device, onnxruntime.get_available_providers())
-        self.session = onnxruntime.InferenceSession(str(path), providers=providers)
-        self.input = self.session.get_inputs()[0].name
+        self.runtime = onnxruntime.InferenceSession(str(path), providers=providers)
+        self.input = self.runtime.get_inputs()[0].name
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        (logits,) = self.session.run(None, {self.input: x.detach().float().cpu().numpy()})
+        (logits,) = self.runtime.run(None, {self.input: x.detach().float().cpu().numpy()})
         return torch.from_numpy(logits).to(x.device)

@@ -33,8 +33,8 @@ def onnx_file(trained_3d, tmp_path_factory):
 
 
 def run_onnx(path, x: torch.Tensor) -> np.ndarray:
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    runtime = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return runtime.run(None, {runtime.get_inputs()[0].name: x.numpy()})[0]
 
 
 def test_the_onnx_export_is_standard_operators_and_runs_as_eager_torch(trained_3d, onnx_file):
