@@ -1,10 +1,11 @@
-"""ONNX: segnet-export format=onnx writes standard operators that ONNX Runtime runs as eager torch
-computes; segnet-predict model=PATH.onnx predicts the checkpoint's label maps; segnet.load_model
-predicts what segnet-predict writes."""
+"""ONNX: segnet-export format=onnx (and a model package's exports=[onnx]) writes standard
+operators that ONNX Runtime runs as eager torch computes; segnet-predict model=PATH.onnx predicts
+the checkpoint's label maps; segnet.load_model predicts what segnet-predict writes."""
 
 from __future__ import annotations
 
 import json
+import zipfile
 
 import nibabel as nib
 import numpy as np
@@ -15,6 +16,7 @@ from helpers.training import compose_config
 from ops import edge_magnitude, edge_magnitude_reference
 from segnet.errors import ConfigError
 from segnet.export.export_checkpoint import export_command
+from segnet.export.export_model import export_model_command
 from segnet.inference.loading import load_checkpoint
 from segnet.inference.predict import predict_command
 
@@ -103,3 +105,16 @@ def test_predict_with_onnx_runtime_and_from_python_equals_the_checkpoint(trained
     # an array with its affine is the file it came from
     scan = nib.load(image)
     assert np.array_equal(from_run.predict(scan.get_fdata(), affine=scan.affine), from_checkpoint)
+
+
+@pytest.mark.slow
+def test_a_model_package_holds_its_networks_as_onnx(trained_3d, onnx_file, tmp_path):
+    package = tmp_path / "model.zip"
+    manifest = export_model_command(compose_config([f"runs=[{trained_3d.run}]", "checkpoint=last.ckpt",
+                                                    "exports=[onnx]", f"output={package}"], name="export_model"))
+    assert manifest["exports"]["formats"] == ["onnx"]
+    with zipfile.ZipFile(package) as archive:
+        (tmp_path / "packed.onnx").write_bytes(archive.read("models/0/exports/onnx.onnx"))
+        assert json.loads(archive.read("models/0/exports/onnx.json"))["format"] == "onnx"
+    x = torch.randn(1, 1, 8, 12, 8)
+    assert np.abs(run_onnx(tmp_path / "packed.onnx", x) - run_onnx(onnx_file, x)).max() <= 1e-6
