@@ -184,8 +184,8 @@ def _exported_package(argument: str) -> str:
 segnet_predict = hydra_command(
     "segnet-predict", "predict", "segnet.inference.predict:predict_command",
     """Segment new images, like nnUNetv2_predict: from a training checkpoint (ckpt_path=CKPT, or a
-    list of them: an ensemble) or from model=PATH (an exported package, segnet-export's model.pt2,
-    or a model package, segnet-export-model's MODEL.zip), input=IMAGES (a folder or a file)
+    list of them: an ensemble) or from model=PATH (an exported package, segnet-export's model.pt2
+    or model.onnx, or a model package, segnet-export-model's MODEL.zip), input=IMAGES (a folder or a file)
     into output=FOLDER.""",
     ("segnet-predict ckpt_path=runs/fold0/checkpoints/final.ckpt input=imagesTs output=predictions",
      "segnet-predict model=MODEL.zip input=imagesTs output=predictions tta=false"),
@@ -234,9 +234,10 @@ segnet_export = hydra_command(
     "segnet-export", "export", "segnet.export.export_checkpoint:export_command",
     """A trained network as a torch.export program or an AOTInductor package (format=) with
     model.json beside it, then run once on its own (torch and the op library alone) to prove it
-    deploys; segnet-predict model=PATH.pt2 predicts with it.""",
+    deploys; or as ONNX's standard operators (format=onnx output=PATH.onnx). segnet-predict
+    model=PATH.pt2 (or PATH.onnx) predicts with it.""",
     ("segnet-export ckpt_path=runs/fold0/checkpoints/final.ckpt output=exported/model.pt2",
-     "segnet-export ckpt_path=runs/fold0/checkpoints/final.ckpt format=exported_program device=cuda"),
+     "segnet-export ckpt_path=runs/3d_fold0/checkpoints/final.ckpt format=onnx output=deploy/model.onnx"),
     output_folder=lambda output: output.parent)
 
 # Each command by its configuration's name: the one whose --help Hydra asks for (segnet.command_help).

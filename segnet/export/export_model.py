@@ -20,6 +20,7 @@ from segnet.checkpoints.reading import run_settings
 from segnet.checkpoints.settings import RunSettings
 from segnet.errors import ConfigError
 from segnet.export.exporter import FORMATS, export_network, metadata_path
+from segnet.export.onnx_export import ONNX, export_onnx
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, rules_files, rules_for
 from segnet.inference.loading import load_for_inference
@@ -87,23 +88,29 @@ def model_entry(run: Path, index: int, digest: str, settings: RunSettings) -> di
 
 def exported_members(index: int, checkpoint: Path, formats: list[str], device: str) -> dict[str, bytes]:
     """The model's network exported in each format (segnet-export's), with its model.json, as
-    package members: what predicts without segnet's training stack (torch and the op library)."""
+    package members: what predicts without segnet's training stack (torch and the op library;
+    for onnx, any ONNX runtime)."""
     members = {}
-    model = load_for_inference(checkpoint, device, "cuda" if device == "cuda" else "cpp")
     with tempfile.TemporaryDirectory() as folder:
         for export_format in formats:
-            written = Path(folder) / f"{export_format}.pt2"
-            export_network(model, written, export_format)
-            members[f"models/{index}/exports/{export_format}.pt2"] = written.read_bytes()
+            if export_format == ONNX:  # from the op's plain-torch form, for any device
+                written = Path(folder) / f"{ONNX}.onnx"
+                export_onnx(load_for_inference(checkpoint, "cpu", "python"), written)
+            else:
+                written = Path(folder) / f"{export_format}.pt2"
+                export_network(load_for_inference(checkpoint, device, "cuda" if device == "cuda" else "cpp"), written,
+                               export_format)
+            members[f"models/{index}/exports/{written.name}"] = written.read_bytes()
             members[f"models/{index}/exports/{export_format}.json"] = metadata_path(written).read_bytes()
     return members
 
 
 def export_model_command(cfg: DictConfig) -> dict[str, Any]:
     formats = list(cfg.exports or [])
-    unknown = sorted(set(formats) - set(FORMATS))
+    unknown = sorted(set(formats) - {*FORMATS, ONNX})
     if unknown:
-        raise ConfigError(f"exports={formats}: {', '.join(unknown)} is no export format; use {', '.join(FORMATS)}")
+        raise ConfigError(f"exports={formats}: {', '.join(unknown)} is no export format; use "
+                          f"{', '.join((*FORMATS, ONNX))}")
     if formats and cfg.device not in ("cpu", "cuda"):
         raise ConfigError(f"device={cfg.device}: name the device the exports will run on, device=cpu or device=cuda")
     runs, choice, postprocessing, checkpoint_name = chosen_runs(cfg)

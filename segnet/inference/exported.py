@@ -1,7 +1,8 @@
-"""An exported network (segnet-export's package) as a TrainedModel: its data and whole-image
-settings from the package's model.json, the network from the package, loaded with torch and the
-op library alone. Images of any size are padded to the sizes the exported program accepts
-(multiples of the stride, at least two), as the network itself pads.
+"""An exported network (segnet-export's package, or its ONNX file) as a TrainedModel: its data and
+whole-image settings from the package's model.json, the network from the package, loaded with
+torch and the op library alone (an ONNX file: with ONNX Runtime). Images of any size are padded to
+the sizes the exported program accepts (multiples of the stride, at least two), as the network
+itself pads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 import ops
 from segnet.errors import ConfigError
 from segnet.inference.export_files import metadata_path
+from segnet.inference.onnx_network import OnnxNetwork
 from segnet.inference.trained_model import TrainedModel
 from segnet.model.network import on_stride_multiples
 from segnet.model.strides import Level
@@ -44,12 +46,15 @@ def load_exported(package: Path, device: torch.device) -> TrainedModel:
             f"model={package} needs the package and its {meta_file.name} beside it, as segnet-export writes them"
         )
     metadata = json.loads(meta_file.read_text())
-    if metadata["device"] != device.type:
+    if metadata["format"] == "onnx":  # runs on any device, by ONNX Runtime
+        network, backend = OnnxNetwork(package, device), "onnxruntime"
+    elif metadata["device"] != device.type:
         raise ConfigError(
             f"{package} was compiled for {metadata['device']} but prediction runs on {device.type}: export it "
             f"again with device={device.type}, or predict with device={metadata['device']}"
         )
-    net = OnStrideMultiples(load_package(package, metadata["format"], device), metadata["input"]["multiple_of"],
-                            metadata["input"]["min_side"])
-    backend = "cuda" if device.type == "cuda" else "cpp"  # the fused op is what an export calls
+    else:
+        network = load_package(package, metadata["format"], device)
+        backend = "cuda" if device.type == "cuda" else "cpp"  # the fused op is what an export calls
+    net = OnStrideMultiples(network, metadata["input"]["multiple_of"], metadata["input"]["min_side"])
     return TrainedModel(net, metadata["data"], metadata["inference"], device, "32-true", backend)

@@ -1,6 +1,6 @@
 """What segnet-predict is given, checked before the prediction code is imported (this module
 imports neither torch nor MONAI): the input and output folders, and one kind of model, each of
-its files there: training checkpoints (ckpt_path=), segnet-export's programs (model=PATH.pt2),
+its files there: training checkpoints (ckpt_path=), segnet-export's programs (model=PATH.pt2 or PATH.onnx),
 model packages (model=MODEL.zip, segnet-export-model's: their checkpoints, unpacked) or nnU-Net v2
 trained model folders (model=DIR: the checkpoint_final.pth of its folds, or of folds=[...]; or
 model=DIR/fold_N/checkpoint_best.pth, segnet.nnunet)."""
@@ -139,6 +139,12 @@ def prediction_inputs(cfg: DictConfig) -> PredictionInputs:
         if OmegaConf.is_missing(cfg, key):
             raise ConfigError(f"{key} is required: {USAGE}")
     part_of([], cfg.num_parts, cfg.part_id)
+    return models_named(cfg)
+
+
+def models_named(cfg: DictConfig) -> PredictionInputs:
+    """The models the config names (ckpt_path= or exported=, folds=, tta=), checked: what
+    segnet-predict and segnet.load_model load."""
     kind, given = given_models(cfg)
     models = models_of(kind, given)
     tta = prediction_tta(cfg.tta, given if kind == PACKAGES else [])

@@ -218,7 +218,7 @@ def test_predict_from_the_package_equals_predict_from_the_checkpoint(trained_2d,
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["exports=[onnx]"], r"exports=\['onnx'\]: onnx is no export format; use aoti, exported_program"),
+    (["exports=[tflite]"], r"exports=\['tflite'\]: tflite is no export format; use aoti, exported_program, onnx"),
     (["exports=[aoti]", "device=auto"], r"device=auto: name the device the exports will run on"),
 ])
 def test_a_package_s_exports_are_checked_before_anything_is_read(tmp_path, overrides, message):
