@@ -6,7 +6,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 CORE_STAMP := .installed-core
 TEST_STAMP := .installed-test
-TEST_EXTRAS := test,peer,tracking,search,slurm
+TEST_EXTRAS := test,peer,tracking,search,slurm,dicom
 
 .PHONY: install build wheel train lint test test-fast bench gpu-check clean
 

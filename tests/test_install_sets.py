@@ -47,7 +47,8 @@ def test_make_train_installs_the_core_alone_and_make_test_the_extras():
 
 def test_the_core_leaves_out_what_only_an_extra_feature_needs():
     core = " ".join(PROJECT["dependencies"])
-    for extra in ("hydra-submitit-launcher", "nnunetv2", "mlflow", "wandb", "hydra-optuna-sweeper", "pytest"):
+    for extra in ("hydra-submitit-launcher", "nnunetv2", "mlflow", "wandb", "hydra-optuna-sweeper", "pytest",
+                  "SimpleITK", "pydicom", "highdicom"):
         assert extra not in core
 
 
