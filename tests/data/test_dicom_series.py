@@ -13,6 +13,8 @@ from helpers.dicom import write_series
 from segnet.data.dicom_series import dicom_files, find_series, sorted_headers
 from segnet.data.headers import header_problem
 from segnet.data.image_files import image_loader
+from segnet.data.input_check import check_inputs
+from segnet.errors import DatasetError
 from segnet.inference.input_cases import find_cases
 
 
@@ -94,11 +96,14 @@ def test_non_uniform_slice_spacing_is_refused_naming_the_gap(tmp_path):
                        "spacing")
 
 
-def test_missing_slices_are_refused_naming_where(tmp_path):
+def test_missing_slices_are_refused_naming_where_before_prediction_writes(tmp_path):
     problem = broken(tmp_path, lambda paths: [paths[2].unlink(), paths[3].unlink()])
     assert problem == (f"series 1.2.9 in {tmp_path}: 2 slice(s) missing between the slices at 2.00 and 8.00 mm along "
                        "the slice normal (a gap of 6.00 mm, the others 2.00 mm): add them, or predict the series' "
                        "parts separately")
+    with pytest.raises(DatasetError) as stopped:  # segnet-predict's check of its inputs, before it writes
+        check_inputs(find_cases(tmp_path, 1), 2**30, 1)
+    assert str(stopped.value).splitlines()[1:] == [problem]
 
 
 def test_two_slices_at_one_position_are_refused(tmp_path):
