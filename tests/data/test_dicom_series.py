@@ -12,7 +12,7 @@ import pytest
 from helpers.dicom import write_series
 from segnet.data.dicom_series import dicom_files, find_series, sorted_headers
 from segnet.data.headers import header_problem
-from segnet.data.image_files import image_loader
+from segnet.data.image_files import image_loader, label_ending, read_stamp, write_label
 from segnet.data.input_check import check_inputs
 from segnet.errors import DatasetError
 from segnet.inference.input_cases import find_cases
@@ -130,3 +130,22 @@ def test_a_multi_frame_enhanced_object_is_refused(tmp_path):
     assert broken(tmp_path, multi_frame) == (
         f"series 1.2.9 in {tmp_path}: a multi-frame (enhanced) DICOM object of 6 frames; segnet reads series of "
         "single-frame slices: convert it, e.g. to NIfTI with dcm2niix")
+
+
+def test_a_label_map_written_as_dicom_seg_maps_back_onto_the_source_instances_named_by_class(tmp_path):
+    import highdicom as hd
+
+    paths = write_series(volume(), OBLIQUE, tmp_path / "ct")
+    series = one_series(tmp_path)
+    label = np.zeros((6, 5, 4), np.uint8)
+    label[1:4, 2:4, 1:3], label[0, 0, 3] = 1, 2
+    assert label_ending(series) == ".seg.dcm"
+    write_label(label, series, tmp_path / "out.seg.dcm", "model 7", [("liver", (1,)), ("both", (1, 2))])
+    seg = hd.seg.segread(tmp_path / "out.seg.dcm")
+    assert [(s.SegmentNumber, s.SegmentLabel) for s in seg.SegmentSequence] == [(1, "liver"), (2, "both")]
+    assert read_stamp(tmp_path / "out.seg.dcm") == "model 7"
+    sources = [pydicom.dcmread(path) for path in paths]  # slice k of the volume is paths[k]
+    assert seg.FrameOfReferenceUID == sources[0].FrameOfReferenceUID
+    frames = seg.get_pixels_by_source_instance([s.SOPInstanceUID for s in sources])  # (slices, rows, columns, segments)
+    assert np.array_equal(np.moveaxis(frames[..., 0], [0, 1, 2], [2, 1, 0]), label == 1)
+    assert np.array_equal(np.moveaxis(frames[..., 1], [0, 1, 2], [2, 1, 0]), label > 0)  # a region: overlapping
