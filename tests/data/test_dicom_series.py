@@ -73,6 +73,7 @@ def test_series_mixed_in_one_folder_are_cases_of_their_own(tmp_path):
     assert [case.name for case in cases] == ["1.2.3.1", "1.2.3.2"]
     assert [case.images[0] for case in cases] == [str(tmp_path / "mixed" / f"1.2.3.{i}.dcmseries") for i in (1, 2)]
     assert np.array_equal(image_loader()(cases[1].images[0]).numpy(), volume(seed=2))
+    assert find_cases(tmp_path / "mixed" / "f3", 1) == cases[1:]  # one file: its series
 
 
 def broken(tmp_path, change) -> str:
