@@ -6,8 +6,9 @@ applies each slice's rescale slope and intercept to its signed or unsigned pixel
 A series stands in a case's file list as `{folder}/{SeriesInstanceUID}.dcmseries` (a name, not a
 file): its folder's DICOM files of that UID, at any depth. Refused, in one line naming the series
 and the problem: multi-frame (enhanced) objects, slices of differing orientation, size or pixel
-spacing, two slices at one position, missing slices and non-uniform slice spacing (a gap of
-another length than the others'). Datasets for training stay NIfTI, NRRD, MHA or natural images.
+spacing, two slices at one position, missing slices, non-uniform slice spacing (a gap of
+another length than the others') and tilted (sheared) slice stacks. Datasets for training stay
+NIfTI, NRRD, MHA or natural images.
 """
 
 from __future__ import annotations
@@ -90,10 +91,16 @@ def sorted_headers(series: str) -> list:
             raise SeriesProblem(f"{name}: its slices differ in {field} ({', '.join(values)}); one volume needs one")
     orientation = np.asarray(headers[0].ImageOrientationPatient, np.float64)
     normal = np.cross(orientation[:3], orientation[3:])
-    positions = [float(np.dot(normal, np.asarray(h.ImagePositionPatient, np.float64))) for h in headers]
+    corners = np.asarray([h.ImagePositionPatient for h in headers], np.float64)
+    positions = corners @ normal
     order = np.argsort(positions, kind="stable")
-    headers, positions = [headers[i] for i in order], np.asarray(positions)[order]
+    headers, positions, corners = [headers[i] for i in order], positions[order], corners[order]
     spacing_problem(name, positions)
+    # slices stacked along their normal; a gantry tilt shifts each within its plane: a sheared grid
+    shift = corners[-1] - corners[0] - (positions[-1] - positions[0]) * normal
+    if np.linalg.norm(shift) > SPACING_TOLERANCE * max(positions[-1] - positions[0], 1.0):
+        raise SeriesProblem(f"{name}: a tilted (sheared) series, its last slice shifted {np.linalg.norm(shift):.2f} mm "
+                            "within its plane from the first (gantry tilt): resample it, e.g. with dcm2niix")
     return headers
 
 

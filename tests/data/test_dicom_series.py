@@ -112,6 +112,15 @@ def test_two_slices_at_one_position_are_refused(tmp_path):
     assert problem == f"series 1.2.9 in {tmp_path}: two slices at 6.00 mm along the slice normal: keep one"
 
 
+def test_a_tilted_series_is_refused(tmp_path):
+    sheared = np.diag([1.0, 1.0, 2.0, 1.0])
+    sheared[1, 2] = 0.5  # each slice 0.5 mm further along A: a gantry tilt
+    write_series(volume(shape=(3, 3, 6)), sheared, tmp_path, series_uid="1.2.9")
+    assert header_problem(one_series(tmp_path)) == (
+        f"series 1.2.9 in {tmp_path}: a tilted (sheared) series, its last slice shifted 2.50 mm within its plane from "
+        "the first (gantry tilt): resample it, e.g. with dcm2niix")
+
+
 def test_slices_of_another_size_are_refused(tmp_path):
     def smaller(paths):
         ds = pydicom.dcmread(paths[1])
