@@ -3,9 +3,10 @@ DICOM series once their files are sorted (segnet.data.dicom_series).
 
 MONAI reads these with ITKReader, which needs ITK's Python wrapping (itk); SimpleITK, which
 nnU-Net reads them with and installs anyway, wraps the same ITK readers, so segnet reads them
-with it, behind MONAI's ImageReader interface: one library for NRRD, MHA and DICOM series. ITK stores (z, y, x) arrays on an
-LPS grid; segnet's loaders take NIfTI's (x, y, z) arrays with an RAS affine, so the arrays are
-transposed and the affine's first two world axes negated, as MONAI's ITKReader does by default.
+with it, behind MONAI's ImageReader interface: one library for NRRD, MHA and DICOM series.
+ITK stores (z, y, x) arrays on an LPS grid; segnet's loaders take NIfTI's (x, y, z) arrays with
+an RAS affine, so the arrays are transposed and the affine's first two world axes negated, as
+MONAI's ITKReader does by default.
 A label map written for an image carries that image's origin, spacing and direction, and the
 model's stamp as the "segnet" header field.
 """
