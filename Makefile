@@ -6,7 +6,8 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 CORE_STAMP := .installed-core
 TEST_STAMP := .installed-test
-TEST_EXTRAS := test,peer,tracking,search,slurm,onnx
+# Every extra but tracking-ui, whose MLflow server needs the SQLAlchemy 2 that search's Optuna refuses.
+TEST_EXTRAS := test,peer,tracking,search,slurm,onnx,dicom
 
 .PHONY: install build wheel train lint test test-fast bench gpu-check clean
 

@@ -27,7 +27,12 @@ LIBRARY_WARNINGS = (
     # segnet's module augments batches on the device (on_after_batch_transfer) by design
     (UserWarning, r"You have overridden `on_after_batch_transfer` in `LightningModule` but have passed in a "
                   r"`LightningDataModule`", r"lightning\.pytorch"),
+    # every MONAI loader makes MONAI's GPU DICOM reader where pydicom is installed (the dicom extra),
+    # which warns that its optional GPU decoder is not; segnet reads DICOM through SimpleITK
+    (UserWarning, r"NvImgCodecPydicomReader: nvImageCodec decoder plugin did not register", r"monai\.data"),
 )
+# ... and logs the same, once per loader, through this logger
+MONAI_DICOM_DECODER = "monai.data.nvimgcodec_pydicom_plugin"
 ADVERT = "💡 Tip:"  # how Lightning starts its suggestions to install its cloud products
 
 
@@ -65,6 +70,7 @@ def install() -> None:
     """At segnet's import (segnet/__init__.py): the warning filters, and Lightning's logging set
     up as above now or, as usual, when it is first imported."""
     ignore_library_warnings()
+    logging.getLogger(MONAI_DICOM_DECODER).setLevel(logging.ERROR)
     if "lightning" in sys.modules:
         lightning_through_root(sys.modules["lightning"])
     at_first_import("lightning", _RoutingLoader)

@@ -91,3 +91,15 @@ def test_a_ctrl_c_says_one_line_and_the_same_command_resumes_without_a_warning(t
         metrics = train(compose_config(overrides, output_dir=tmp_path))  # in the middle of the second epoch
     assert metrics["resumed_from"] == str(last) and metrics["global_step"] == 4
     assert [str(w.message) for w in caught if "resum" in str(w.message)] == []
+
+
+def test_a_loader_is_made_without_monai_s_gpu_dicom_decoder_warning(caplog):
+    pytest.importorskip("pydicom")  # MONAI makes its DICOM readers only where pydicom is installed
+    from segnet.data.image_files import image_loader
+
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG):
+        warnings.simplefilter("always")
+        ignore_library_warnings()
+        image_loader()
+    assert [str(w.message) for w in caught if "nvImageCodec" in str(w.message)] == []
+    assert [r.getMessage() for r in caplog.records if "nvImageCodec" in r.getMessage()] == []

@@ -8,7 +8,8 @@ gzip stream can hold) and named in one line with the file; the data itself is re
 by the loader, whose failures (a gzip stream that ends early, a corrupt one) are named in one
 line too (`read_problem`, `loading`). A natural image's header (segnet.data.image_files) is
 checked for what segnet cannot read in it (alpha, palettes), for its channels, and, for a label,
-for being 8-bit grey.
+for being 8-bit grey. An NRRD or MHA header (SimpleITK's) is checked for its axes, voxels and
+spacing; a DICOM series for being one volume (segnet.data.dicom_series).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from segnet.data.formats import is_natural
+from segnet.data.formats import SERIES_ENDING, image_ending, is_itk, is_natural
 from segnet.data.image_files import UnreadableFormat, sidecar_spacing, stored
 
 MAX_VOXELS = 2**30  # data.max_voxels: a 1024^3 volume, 4 GiB in float32; raise it for larger real scans
@@ -35,6 +36,10 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
     where one file holds a case's channels, is the size a fourth axis may have; `label`: the file
     is a label map."""
     path = Path(path)
+    if image_ending(path) == SERIES_ENDING:
+        from segnet.data.dicom_series import series_problem
+
+        return series_problem(str(path))
     if path.is_dir():
         return f"{path}: a folder, not an image file"
     if not path.is_file():
@@ -43,6 +48,8 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
         return f"{path}: an empty file"
     if is_natural(path):
         return natural_problem(path, max_voxels, channels, label)
+    if is_itk(path):
+        return itk_problem(path, max_voxels, channels)
     if not path.name.endswith(NIFTI):
         return None
     try:
@@ -69,6 +76,28 @@ def header_problem(path: str | Path, max_voxels: int = MAX_VOXELS, channels: int
         return f"{path}: voxel spacing {tuple(spacing.tolist())}; every spacing must be a positive number of mm"
     if not np.isfinite(affine).all() or abs(np.linalg.det(affine[:3, :3])) < 1e-12:
         return f"{path}: its affine is singular or not finite; the scan's geometry cannot be trusted"
+    return None
+
+
+def itk_problem(path: Path, max_voxels: int, channels: int | None) -> str | None:
+    """What is wrong with an NRRD or MHA file as its header says: not 3D, more components than the
+    case's channels, too many voxels, a spacing that is not positive."""
+    from segnet.data.itk_files import header
+
+    try:
+        reader = header(path)
+    except RuntimeError as error:  # ITK's reader: an unknown or broken header
+        return f"{path}: not a readable image ({str(error).strip().splitlines()[-1][:160]})"
+    size, components = reader.GetSize(), reader.GetNumberOfComponents()
+    if len(size) != 3:
+        return f"{path}: a {len(size)}D image; a 3D volume is expected"
+    if components not in (1, channels):
+        return f"{path}: {components} components per voxel; {channels or 1} channel(s) expected"
+    if (voxels := math.prod(size)) > max_voxels:
+        return (f"{path}: its header claims {voxels:,} voxels {tuple(size)}, more than "
+                f"data.max_voxels={max_voxels:,}; raise data.max_voxels if the scan is really that large")
+    if not all(np.isfinite(s) and s > 0 for s in reader.GetSpacing()):
+        return f"{path}: voxel spacing {reader.GetSpacing()}; every spacing must be a positive number of mm"
     return None
 
 

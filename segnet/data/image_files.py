@@ -8,7 +8,9 @@ stack (slices, rows, columns) loads as (rows, columns, slices). The spacing is 1
 JSON beside the file (`{file without its ending}.json`, {"spacing": [...]}, nnU-Net's order:
 rows, columns for a 2D image; slices, rows, columns for a stack) says otherwise. Labels are
 8-bit grey images; predictions are written in the input's format and size, except that a JPEG
-input's label map is a PNG (JPEG's compression would change the class values).
+input's label map is a PNG (JPEG's compression would change the class values). NRRD, MHA and
+DICOM series are read through SimpleITK (segnet.data.itk_files, the dicom extra); a volume's label
+map can be written as NIfTI, NRRD, MHA or, for a DICOM series, DICOM SEG (output_format).
 """
 
 from __future__ import annotations
@@ -27,7 +29,20 @@ from monai.utils import ensure_tuple
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from segnet.data.formats import LOSSY_ENDINGS, TIFF_ENDINGS, VOLUME_ENDINGS, image_ending, is_natural
+from segnet.data import itk_files
+from segnet.data.formats import (
+    ITK_ENDINGS,
+    LOSSY_ENDINGS,
+    OUTPUT_ENDINGS,
+    SEG_ENDING,
+    SERIES_ENDING,
+    TIFF_ENDINGS,
+    VOLUME_ENDINGS,
+    image_ending,
+    is_itk,
+    is_natural,
+)
+from segnet.errors import ConfigError
 
 STAMP_KEY = "segnet"  # the PNG text chunk that holds the model that made a label map
 
@@ -89,6 +104,8 @@ def file_channels(path: str | Path) -> int:
     try:
         if is_natural(path):
             return stored(path).channels
+        if is_itk(path):
+            return 1 if image_ending(path) == SERIES_ENDING else itk_files.header(path).GetNumberOfComponents()
         shape = nib.load(path).shape
         return int(shape[3]) if len(shape) == 4 else 1
     except Exception:  # any way a header can be broken
@@ -146,17 +163,18 @@ class NaturalImageReader(ImageReader):
 
 
 class ImageFileReader(ImageReader):
-    """The reader each file's format names: NaturalImageReader for natural images, MONAI's
-    NibabelReader for NIfTI. Given readers, MONAI's LoadImage tries each in turn and logs every
-    one that fails ("NaturalImageReader: unable to load ...", a line per NIfTI file that reads like
-    an error); this one is the first it tries and reads every format segnet reads."""
+    """The reader each file's format names: NaturalImageReader for natural images, SimpleITKReader
+    for NRRD, MHA and DICOM series, MONAI's NibabelReader for NIfTI. Given readers, MONAI's
+    LoadImage tries each in turn and logs every one that fails ("NaturalImageReader: unable to
+    load ...", a line per NIfTI file that reads like an error); this one is the first it tries and
+    reads every format segnet reads."""
 
     def __init__(self):
         super().__init__()
-        self.natural, self.volume = NaturalImageReader(), NibabelReader()
+        self.natural, self.itk, self.volume = NaturalImageReader(), itk_files.SimpleITKReader(), NibabelReader()
 
     def chosen(self, filename: Sequence[str] | str) -> ImageReader:
-        return self.natural if self.natural.verify_suffix(filename) else self.volume
+        return next((r for r in (self.natural, self.itk) if r.verify_suffix(filename)), self.volume)
 
     def verify_suffix(self, filename: Sequence[str] | str) -> bool:
         return self.chosen(filename).verify_suffix(filename)
@@ -175,15 +193,36 @@ def image_loader() -> LoadImage:
     return LoadImage(image_only=True, reader=ImageFileReader())
 
 
-def label_ending(image_path: str | Path) -> str:
-    """The ending a label map predicted for this image is written with: the image's own, but PNG
-    for JPEG (lossy) and .nii.gz for NIfTI."""
+def label_ending(image_path: str | Path, output_format: str | None = None) -> str:
+    """The ending a label map predicted for this image is written with: output_format's, else the
+    image's own, but PNG for JPEG (lossy), .nii.gz for NIfTI and DICOM SEG for a DICOM series."""
     own = image_ending(image_path)
-    return ".nii.gz" if own in VOLUME_ENDINGS else ".png" if own in LOSSY_ENDINGS else own
+    if output_format is None:
+        return ".nii.gz" if own in VOLUME_ENDINGS else ".png" if own in LOSSY_ENDINGS else \
+            SEG_ENDING if own == SERIES_ENDING else own
+    if output_format not in OUTPUT_ENDINGS:
+        raise ConfigError(f"output_format={output_format}: choose one of {', '.join(OUTPUT_ENDINGS)}, or leave it "
+                          "out for the input's own format")
+    if is_natural(image_path) or (output_format == "dicom_seg" and own != SERIES_ENDING):
+        raise ConfigError(f"output_format={output_format} cannot hold the label map of {image_path}: DICOM SEG is "
+                          "written for DICOM series, and a natural image's label map in its own format (leave "
+                          "output_format out)")
+    return OUTPUT_ENDINGS[output_format]
+
+
+def stored_files(path: str | Path) -> list[str]:
+    """The files an image is stored in: the file itself, or a DICOM series' slices."""
+    if image_ending(path) != SERIES_ENDING:
+        return [str(path)]
+    from segnet.data.dicom_series import series_files
+
+    return series_files(str(path))
 
 
 def read_array(path: str | Path) -> np.ndarray:
     """An image's voxels as stored (a natural image as a volume of one slice, channels last)."""
+    if is_itk(path):
+        return itk_files.read_volume(path)[0]
     return read_natural(path)[0] if is_natural(path) else np.asarray(nib.load(path).dataobj)
 
 
@@ -192,17 +231,33 @@ def read_label(path: str | Path) -> tuple[np.ndarray, list[float]]:
     if is_natural(path):
         array, affine = read_natural(path)
         return array.astype(np.int64), np.diag(affine)[:3].tolist()
+    if is_itk(path):
+        array, affine = itk_files.read_volume(path)
+        return array.astype(np.int64), np.linalg.norm(affine[:3, :3], axis=0).tolist()
     image = nib.load(path)
     array = np.asarray(image.dataobj).astype(np.int64)
     return array, [float(s) for s in image.header.get_zooms()[: array.ndim]]
 
 
-def write_label(label_map: np.ndarray, image_path: str | Path, target: str | Path, stamp: str = "") -> None:
+def write_label(label_map: np.ndarray, image_path: str | Path, target: str | Path, stamp: str = "",
+                segments: Sequence[tuple[str, Sequence[int]]] = ()) -> None:
     """A uint8 label map on the grid of the image at `image_path`, in the format `target`'s ending
-    names, with `stamp` (the model that made it) where the format has a place for it."""
+    names, with `stamp` (the model that made it) where the format has a place for it; `segments`
+    (a DICOM SEG's: each class's or region's name and label values)."""
     label_map = label_map.astype(np.uint8)
+    if image_ending(target) == SEG_ENDING:
+        from segnet.data.dicom_seg import write_seg
+
+        write_seg(label_map, str(image_path), target, stamp, segments)
+        return
+    if image_ending(target) in ITK_ENDINGS:
+        itk_files.write_itk(label_map, volume_affine(image_path), target, stamp)
+        return
     if not is_natural(target):
-        nib.save(nifti_like(label_map, nib.load(image_path), stamp), str(target))
+        image = nib.load(image_path) if image_ending(image_path) in VOLUME_ENDINGS else None
+        out = nifti_like(label_map, image, stamp) if image else nib.Nifti1Image(label_map, volume_affine(image_path))
+        out.header["descrip"] = stamp
+        nib.save(out, str(target))
         return
     plane = label_map[:, :, 0] if label_map.shape[2] == 1 else np.moveaxis(label_map, 2, 0)
     if image_ending(target) in TIFF_ENDINGS:
@@ -213,6 +268,14 @@ def write_label(label_map: np.ndarray, image_path: str | Path, target: str | Pat
         Image.fromarray(plane).save(target, pnginfo=info)
     else:
         Image.fromarray(plane).save(target)
+
+
+def volume_affine(path: str | Path) -> np.ndarray:
+    """The RAS affine of a NIfTI, NRRD or MHA file or a DICOM series."""
+    if is_itk(path):
+        return itk_files.affine_of(itk_files.header(path)) if image_ending(path) in ITK_ENDINGS else \
+            itk_files.read_volume(path)[1]
+    return nib.load(path).affine
 
 
 def nifti_like(label_map: np.ndarray, image: nib.Nifti1Image, description: str = "") -> nib.Nifti1Image:
@@ -232,6 +295,12 @@ def read_stamp(path: str | Path) -> str | None:
     """The stamp write_label put in a label map; None where the file cannot be read or its format
     has no place for one (BMP)."""
     try:
+        if image_ending(path) == SEG_ENDING:
+            from segnet.data.dicom_seg import read_seg_stamp
+
+            return read_seg_stamp(path)
+        if image_ending(path) in ITK_ENDINGS:
+            return itk_files.read_itk_stamp(path)
         if not is_natural(path):
             return nib.load(path).header["descrip"].item().decode()
         if image_ending(path) in TIFF_ENDINGS:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from segnet.data.dataset_json import Case
-from segnet.data.formats import is_natural
+from segnet.data.formats import is_itk, is_natural
 from segnet.data.headers import header_problem, read_problem
 from segnet.data.image_files import image_loader
 from segnet.errors import DatasetError
@@ -23,13 +23,14 @@ CHUNK = 2**24  # bytes of a gzip stream decompressed at a time: the check holds 
 def data_problem(path: str | Path) -> str | None:
     """Why the data of the file at `path` cannot be read to its end (None: it can). A gzip stream
     is decompressed through, its length and CRC checked, without keeping what it holds; a natural
-    image is decoded; an uncompressed NIfTI holds what its header needs (header_problem checks)."""
+    image, NRRD, MHA or DICOM series is read; an uncompressed NIfTI holds what its header needs
+    (header_problem checks)."""
     try:
         if str(path).endswith(".gz"):
             with gzip.open(path, "rb") as stream:
                 while stream.read(CHUNK):
                     pass
-        elif is_natural(path):
+        elif is_natural(path) or is_itk(path):
             image_loader()(path)
     except Exception as error:  # any way a file's data can be broken
         return read_problem(path, error)

@@ -1,5 +1,5 @@
-"""The cases of a prediction's input folder: nnU-Net's channel naming, or any image files, one
-case each, for one-channel models."""
+"""The cases of a prediction's input folder: nnU-Net's channel naming, or any image files and
+DICOM series (segnet.data.dicom_series), one case each, for one-channel models."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from segnet.data.dataset_json import Case, image_stem
+from segnet.data.dicom_series import dicom_files, find_series, is_dicom_file
 from segnet.data.formats import IMAGE_ENDINGS
 from segnet.data.image_files import file_channels
 from segnet.errors import ConfigError, DatasetError
@@ -19,12 +20,17 @@ CHANNEL_FILE = re.compile(r"^(?P<case>.+)_(?P<channel>\d{4})$")
 def find_cases(source: Path, in_channels: int) -> list[Case]:
     """The images under `source` (a folder, or one file), grouped into cases: nnU-Net's channel
     naming `{case}_0000.nii.gz`, `{case}_0001.nii.gz`, ... (a file holding several channels, an RGB
-    PNG say, counts them all) or, for one-channel models, any image files, one case each. A
+    PNG say, counts them all) or, for one-channel models, any image files and the DICOM series
+    anywhere under `source` (one case per SeriesInstanceUID), one case each. A
     one-channel model reads the names as nnU-Net's only where every file ends in _0000: in a folder
     of frame_0000.png, frame_0001.png, ... each file is a case of its own."""
     if not source.exists():
         raise ConfigError(f"input={source} does not exist; point it at a folder of images or one image file")
     files = [source] if source.is_file() else sorted(source.iterdir())
+    # DICOM files by content: their names need no ending; one file given stands for its series
+    dicom = dicom_files(source) if source.is_dir() else [source] if is_dicom_file(source) else []
+    holding = {folder for path in dicom for folder in path.parents}  # not named as skipped below
+    files = [p for p in files if p not in dicom and p not in holding] + [Path(s) for s in find_series(dicom)]
     if source.is_file() and in_channels > 1:  # the case's other channels lie beside it
         match = CHANNEL_FILE.match(image_stem(source) or "")
         files = sorted(p for p in source.parent.iterdir()
@@ -34,7 +40,7 @@ def find_cases(source: Path, in_channels: int) -> list[Case]:
         log.info("input=%s: skipping %d entries that are not images: %s", source, len(skipped), ", ".join(skipped[:5]))
     files = [p for p in files if image_stem(p) is not None]
     if not files:
-        raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)})")
+        raise ConfigError(f"input={source} holds no images ({', '.join(IMAGE_ENDINGS)}) nor DICOM series")
     matches = [CHANNEL_FILE.match(image_stem(path)) for path in files]
     by_channel = in_channels > 1 or all(match and match["channel"] == "0000" for match in matches)
     channels: dict[str, dict[int, Path]] = {}

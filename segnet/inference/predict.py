@@ -48,7 +48,8 @@ def predict_command(cfg: DictConfig) -> list[Prediction]:
     previous = first_stage_maps(predictor.previous_stage, cases, Path(cfg.output), cfg.device, cfg.op.backend,
                                 int(cfg.num_workers))
     writer = PredictionWriter(predictor, Path(cfg.output), save_probabilities=bool(cfg.save_probabilities),
-                              rules=rules, stamp=stamp(record), previous=previous)
+                              rules=rules, stamp=stamp(record), previous=previous,
+                              output_format=cfg.get("output_format"))
     # Before the first label map: continue=true never adds to another model's label maps.
     claim(Path(cfg.output), record, bool(cfg.get("continue")), [writer.label_path(case) for case in cases])
     if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing

@@ -22,8 +22,8 @@ from monai.transforms import Invertd
 from segnet.data.cascade_input import network_input, one_hot, previous_values
 from segnet.data.dataset_json import Case
 from segnet.data.derived import digest, file_digest
-from segnet.data.image_files import label_ending, read_stamp, write_label
-from segnet.data.regions import output_names
+from segnet.data.image_files import label_ending, read_stamp, stored_files, write_label
+from segnet.data.regions import foreground_units, output_names
 from segnet.data.samples import PREVIOUS
 from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.files import atomic_path
@@ -74,8 +74,13 @@ class PredictionWriter:
     infer and finish, which segnet.inference.pipeline runs in three places at once."""
 
     def __init__(self, predictor: Predictor, output_dir: Path, save_probabilities: bool = False,
-                 rules: Rules = NONE, stamp: str = "", previous: dict[str, Path] | None = None):
+                 rules: Rules = NONE, stamp: str = "", previous: dict[str, Path] | None = None,
+                 output_format: str | None = None):
         self.predictor = predictor
+        self.output_format = output_format  # None: each input's own format
+        # a DICOM SEG's segments: each class's or region's name and label values
+        self.segments = list(zip(predictor.class_names[1:],
+                                 foreground_units(len(predictor.class_names), predictor.regions), strict=True))
         self.rules = rules
         self.stamp = stamp
         self.digests: dict[Case, str] = {}  # each case's image files hashed once per run (is_done, then finish)
@@ -139,7 +144,7 @@ class PredictionWriter:
                 np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels))
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
-            write_label(label_map, case.images[0], temporary, self.case_stamp(case))
+            write_label(label_map, case.images[0], temporary, self.case_stamp(case), self.segments)
         return Prediction(case, label_map, path, unprocessed)
 
     def run_case(self, case: Case) -> Prediction:
@@ -147,7 +152,7 @@ class PredictionWriter:
         return self.finish(case, loaded, self.infer(loaded))
 
     def label_path(self, case: Case) -> Path:
-        return self.output_dir / f"{case.name}{label_ending(case.images[0])}"
+        return self.output_dir / f"{case.name}{label_ending(case.images[0], self.output_format)}"
 
     def probabilities_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}.npz"
@@ -170,4 +175,4 @@ class PredictionWriter:
 def images_digest(case: Case) -> str:
     """A digest of the content of a case's image files (16 hex digits: a stamp fits a NIfTI
     header's 80 characters)."""
-    return digest([file_digest(path) for path in case.images], 16)
+    return digest([file_digest(file) for path in case.images for file in stored_files(path)], 16)
