@@ -121,12 +121,3 @@ def help_text(name: str, description: str, examples: tuple[str, ...], cfg: DictC
     ]
     # Hydra fills the help template in with string.Template: a $ of the text is $$
     return "\n\n".join("\n".join(part) for part in parts if part).replace("$", "$$")
-
-
-def help_template(_root_: DictConfig) -> str:
-    """The resolver conf/hydra/default.yaml's hydra.help.template calls: the help of the command
-    that composed `_root_`."""
-    from segnet.commands import COMMANDS  # the commands import this module's caller, segnet.config
-
-    command = COMMANDS[_root_.hydra.job.config_name]
-    return help_text(command.name, command.description, command.examples, _root_)

@@ -22,8 +22,9 @@ from typing import Any
 import hydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from segnet.command_help import help_text
 from segnet.config import CONF, register_resolvers
 from segnet.config_keys import check_keys
 from segnet.errors import ConfigError, user_errors_as_one_line
@@ -101,6 +102,8 @@ class Command:
 
     def __call__(self) -> Any:
         register_resolvers()
+        if not OmegaConf.has_resolver("command_help"):
+            OmegaConf.register_new_resolver("command_help", command_help)
         arguments = [self.rewrite(argument) for argument in sys.argv[1:]]
         with user_errors_as_one_line():
             check_plugins(arguments)
@@ -244,3 +247,10 @@ segnet_export = hydra_command(
 COMMANDS = {command.config_name: command for command in (
     segnet_train, segnet_plan, segnet_preprocess, segnet_predict, segnet_evaluate, segnet_postprocess,
     segnet_find_best_configuration, segnet_export_model, segnet_export)}
+
+
+def command_help(_root_: DictConfig) -> str:
+    """The resolver of conf/hydra/default.yaml's hydra.help.template: the --help of the command
+    that composed `_root_`."""
+    command = COMMANDS[_root_.hydra.job.config_name]
+    return help_text(command.name, command.description, command.examples, _root_)

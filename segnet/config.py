@@ -5,8 +5,8 @@ class, or one sigmoid per region); ${runnable_backends:} is the sweep list of op
 machine can run; ${sqlite_file:PATH} is the SQLite URL of a database file, its folder made (a
 search's study lives in its sweep folder, which Hydra makes only once the first trial starts);
 ${search_study:ROOT,FOLDS,FOLD,OBJECTIVE} names a search's study by what its trials are compared
-on; ${mlflow_artifacts:TRACKING_URI} is where MLflow keeps a run's files: beside a SQLite store;
-${command_help:} is the --help of the command that composed the configuration."""
+on; ${mlflow_artifacts:TRACKING_URI} is where MLflow keeps a run's files: beside a SQLite store.
+(${command_help:}, the --help of a command, is the commands' own: segnet.commands.)"""
 
 from __future__ import annotations
 
@@ -72,12 +72,6 @@ def mlflow_artifacts(tracking_uri: str) -> str | None:
     return (Path(os.path.abspath(database)).parent / "mlruns").as_uri()
 
 
-def command_help(_root_) -> str:
-    from segnet.command_help import help_template  # the commands' texts: only where --help asks
-
-    return help_template(_root_)
-
-
 def run_name(output_dir: str) -> str:
     """A run's name in the experiment trackers: its run folder's name, with its parent's where the
     name alone repeats from sweep to sweep (a sweep's job number, a fold's fold_<k>)."""
@@ -99,7 +93,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("search_study", search_study)
     if not OmegaConf.has_resolver("mlflow_artifacts"):
         OmegaConf.register_new_resolver("mlflow_artifacts", mlflow_artifacts)
-    if not OmegaConf.has_resolver("command_help"):
-        OmegaConf.register_new_resolver("command_help", command_help)
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)

@@ -49,7 +49,9 @@ def load_for_inference(checkpoint: Path, device_name: str, backend_name: str) ->
     checkpoint in a fold of an nnU-Net v2 trained model folder as its fold's model."""
     device = inference_device(device_name)
     if is_model_checkpoint(Path(checkpoint)):
-        from segnet.nnunet.model import load_nnunet  # the extra's: its network is dynamic_network_architectures'
+        from segnet.inference.nnunet_model import (
+            load_nnunet,  # the extra's: its network is dynamic_network_architectures'
+        )
 
         return load_nnunet(Path(checkpoint), device)
     try:

@@ -30,7 +30,9 @@ def load_models(inputs: PredictionInputs, device: str, backend: str) -> list[Tra
     if inputs.kind == EXPORTED:
         return [load_exported(path, inference_device(device)) for path in inputs.models]
     if inputs.kind == NNUNET:
-        from segnet.nnunet.model import load_nnunet  # the extra's: its network is dynamic_network_architectures'
+        from segnet.inference.nnunet_model import (
+            load_nnunet,  # the extra's: its network is dynamic_network_architectures'
+        )
 
         return [load_nnunet(path, inference_device(device)) for path in inputs.models]
     return [load_for_inference(path, device, backend) for path in inputs.models]

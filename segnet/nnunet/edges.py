@@ -14,8 +14,11 @@ from torch import nn
 
 from ops import EdgeEnhance
 from segnet.errors import ConfigError
-from segnet.model.network import PLACEMENTS
-from segnet.nnunet.network import NnunetAxes
+from segnet.nnunet.architecture import NnunetAxes
+
+# Where nnU-Net's network takes edge layers: EdgeUNet's places (segnet.model.network.PLACEMENTS),
+# named the same so that model.edge_placement means one thing for both networks.
+PLACES = ("input", "skips")
 
 
 def stage_channels(stage: nn.Module) -> int:
@@ -24,12 +27,12 @@ def stage_channels(stage: nn.Module) -> int:
 
 
 def insert_edge_layers(net: NnunetAxes, places: Sequence[str], in_channels: int, backend: str = "auto") -> None:
-    """Edge layers with alpha 0 at `places` (of PLACEMENTS) of `net`, in place: its weights, loaded
+    """Edge layers with alpha 0 at `places` (of PLACES) of `net`, in place: its weights, loaded
     before, stay where they are, and the network's outputs stay what they were."""
-    unknown = sorted(set(places) - set(PLACEMENTS))
+    unknown = sorted(set(places) - set(PLACES))
     if unknown:
         raise ConfigError(f"model.edge_placement names {', '.join(unknown)}; nnU-Net's networks take edge layers at "
-                          f"{', '.join(PLACEMENTS)}")
+                          f"{', '.join(PLACES)}")
     net.edge_places = [*net.edge_places, *places]
     if "input" in places:
         net.input_edge = EdgeEnhance(in_channels, backend=backend, alpha_init=0.0)

@@ -7,7 +7,7 @@ normalizes each channel by its scheme and resamples to the configuration's spaci
 loading chain does the same with the stored orientation kept: crop, normalization and spacing on
 the stored axes (the spacing put into their order), then the axes put into nnU-Net's order
 reversed (segnet.data.transforms), so that segnet's last axis is nnU-Net's first: the axis a 2D
-configuration slices along. The network (segnet.nnunet.network) reverses them back."""
+configuration slices along. The network (segnet.nnunet.architecture) reverses them back."""
 
 from __future__ import annotations
 

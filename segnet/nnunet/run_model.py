@@ -8,8 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from segnet.data.regions import Regions, output_names
+from segnet.nnunet.architecture import NnunetAxes, build_nnunet_network, total_stride
 from segnet.nnunet.edges import insert_edge_layers
-from segnet.nnunet.network import NnunetAxes, build_nnunet_network, total_stride
+from segnet.nnunet.folder import ModelFolder
+from segnet.nnunet.plans import configuration
 
 NETWORK = "nnunet"  # the model section's "network": nnU-Net's architecture, not EdgeUNet
 
@@ -31,3 +34,19 @@ def network_of(model: dict[str, Any], backend: str = "auto", where: Path = Path(
     net = NnunetAxes(network, model["patch_size"], total_stride(architecture), model["deep_supervision"])
     insert_edge_layers(net, model["edge_placement"], model["in_channels"], backend)
     return net
+
+
+def outputs_of(data: dict) -> int:
+    """The network's output channels for a run's data section: one per class, or per region."""
+    return len(output_names(data["class_names"], Regions.from_settings(data["regions"])))
+
+
+def nnunet_model_section(folder: ModelFolder, data: dict, **settings) -> dict:
+    """The model section of a run of the folder's configuration."""
+    config = configuration(folder.plans, folder.configuration, folder.path)
+    return model_section(config, data["in_channels"], outputs_of(data), **settings)
+
+
+def nnunet_network(folder: ModelFolder, data: dict, **settings) -> NnunetAxes:
+    """The folder's network, freshly initialized, on segnet's axis order."""
+    return network_of(nnunet_model_section(folder, data, **settings), where=folder.path / "plans.json")

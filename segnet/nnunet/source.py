@@ -23,8 +23,8 @@ from segnet.nnunet.folder import (
     is_model_checkpoint,
     is_model_folder,
 )
-from segnet.nnunet.model import nnunet_network
 from segnet.nnunet.plans import configuration, run_data
+from segnet.nnunet.run_model import nnunet_network
 
 
 def nnunet_checkpoint(path: Path) -> Path | None:

@@ -14,7 +14,7 @@ fit stops the run with the tensors' names, before anything is written.
 
 A model nnU-Net v2 trained (its checkpoint_final.pth, a fold folder, or its trained model folder
 of one fold) is a source too: the run trains its network on its grid and intensity scale
-(segnet.nnunet.fine_tuning), with the same refusals, even when it resumes."""
+(segnet.training.nnunet_fine_tuning), with the same refusals, even when it resumes."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def fine_tuning_plan(cfg: DictConfig, plan: dict[str, Any] | None, given: DictCo
             "with init_allow=[normalization]"
         )
     if nnunet is not None:
-        from segnet.nnunet.fine_tuning import carry_nnunet_source
+        from segnet.training.nnunet_fine_tuning import carry_nnunet_source
 
         return carry_nnunet_source(cfg, given, plan, nnunet, same_scale)
     if plan is None or not source.plan:

@@ -12,8 +12,8 @@ from segnet.errors import ConfigError
 
 
 def test_edge_layers_inserted_with_alpha_zero_leave_the_first_forward_pass_as_it_was(nnunet_model):
+    from segnet.inference.nnunet_model import load_nnunet
     from segnet.nnunet.edges import insert_edge_layers
-    from segnet.nnunet.model import load_nnunet
 
     source = load_nnunet(nnunet_model.checkpoint, torch.device("cpu")).net
     edged = copy.deepcopy(source)
@@ -31,9 +31,16 @@ def test_edge_layers_inserted_with_alpha_zero_leave_the_first_forward_pass_as_it
 
 
 def test_an_unknown_place_is_refused(nnunet_model):
+    from segnet.inference.nnunet_model import load_nnunet
     from segnet.nnunet.edges import insert_edge_layers
-    from segnet.nnunet.model import load_nnunet
 
     net = load_nnunet(nnunet_model.checkpoint, torch.device("cpu")).net
     with pytest.raises(ConfigError, match="names bottleneck; nnU-Net's networks take edge layers at input, skips"):
         insert_edge_layers(net, ["bottleneck"], in_channels=1)
+
+
+def test_the_places_are_edgeunets():
+    from segnet.model.network import PLACEMENTS
+    from segnet.nnunet.edges import PLACES
+
+    assert PLACES == PLACEMENTS  # one meaning of model.edge_placement for both networks

@@ -1,4 +1,4 @@
-"""Fine-tuning a model nnU-Net trained (model.init_from=<its fold folder>, segnet.nnunet.fine_tuning):
+"""Fine-tuning a model nnU-Net trained (model.init_from=<its fold folder>, segnet.training.nnunet_fine_tuning):
 its network trained in segnet on its own grid and intensity scale, with edge layers at alpha 0,
 a checkpoint segnet-predict reads back, and the refusals of any fine-tuning."""
 
@@ -32,7 +32,7 @@ def tuning(nnunet_model, output_dir, *overrides: str, root=None):
 
 
 def test_the_first_forward_pass_is_the_source_network_s_with_edges_at_alpha_zero(nnunet_model, tmp_path):
-    from segnet.nnunet.model import load_nnunet
+    from segnet.inference.nnunet_model import load_nnunet
 
     cfg = run_config(tuning(nnunet_model, tmp_path / "run")).config
     # loaded as nnU-Net loaded it: its stored axes' order, spacing, crop and patch

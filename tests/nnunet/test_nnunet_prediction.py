@@ -58,7 +58,7 @@ def test_a_checkpoint_holding_another_type_is_refused_naming_file_and_type(nnune
 
 
 def test_a_plan_naming_classes_outside_the_network_packages_is_refused(tmp_path):
-    from segnet.nnunet.network import build_nnunet_network
+    from segnet.nnunet.architecture import build_nnunet_network
 
     architecture = {"network_class_name": "dynamic_network_architectures.architectures.unet.PlainConvUNet",
                     "arch_kwargs": {"nonlin": "subprocess.Popen"}, "_kw_requires_import": ["nonlin"]}

@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.errors import ConfigError
-from segnet.nnunet.model import nnunet_model_section
-from segnet.nnunet.network import total_stride
+from segnet.nnunet.architecture import total_stride
+from segnet.nnunet.run_model import nnunet_model_section
 from segnet.nnunet.source import NnunetSource
 from segnet.planning.planner import volumes_per_step
 

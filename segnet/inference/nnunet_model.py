@@ -9,29 +9,11 @@ from pathlib import Path
 import torch
 
 from segnet.checkpoints.reading import CheckpointError
-from segnet.data.regions import Regions, output_names
 from segnet.inference.trained_model import TrainedModel
 from segnet.nnunet.checkpoint import network_weights, read_nnunet_checkpoint
 from segnet.nnunet.folder import ModelFolder, fold_of, folder_of
-from segnet.nnunet.network import NnunetAxes
-from segnet.nnunet.plans import configuration, run_data, run_inference
-from segnet.nnunet.run_model import model_section, network_of
-
-
-def outputs_of(data: dict) -> int:
-    """The network's output channels for a run's data section: one per class, or per region."""
-    return len(output_names(data["class_names"], Regions.from_settings(data["regions"])))
-
-
-def nnunet_model_section(folder: ModelFolder, data: dict, **settings) -> dict:
-    """The model section of a run of the folder's configuration (segnet.nnunet.run_model)."""
-    config = configuration(folder.plans, folder.configuration, folder.path)
-    return model_section(config, data["in_channels"], outputs_of(data), **settings)
-
-
-def nnunet_network(folder: ModelFolder, data: dict, **settings) -> NnunetAxes:
-    """The folder's network, freshly initialized, on segnet's axis order."""
-    return network_of(nnunet_model_section(folder, data, **settings), where=folder.path / "plans.json")
+from segnet.nnunet.plans import run_data, run_inference
+from segnet.nnunet.run_model import nnunet_network
 
 
 def load_nnunet(checkpoint: Path, device: torch.device) -> TrainedModel:
