@@ -21,7 +21,9 @@ Needs the `peer` extra (`pip install -e ".[peer]"`). Everything is generated (se
    scores) scores the label maps, and segnet's paired statistics compare the variants per case
    (a case's score is its mean over the folds that validated it).
 
-Writes OUTPUT/transfer.md (the tables, also printed) and transfer.json (every score).
+Writes OUTPUT/transfer.md (the tables, also printed) and transfer.json (every score). Run again
+into the same OUTPUT, it reuses what finished (the source model, the target, each scored run), so
+an interrupted run goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from peer_nnunet import (  # scripts/peer_nnunet.py: Python puts this script's folder first on its path
+    DATASET_ID,
     METRICS,
     nnunet_prepare,
     nnunet_raw,
@@ -46,8 +49,10 @@ from peer_nnunet import (  # scripts/peer_nnunet.py: Python puts this script's f
 
 from segnet.command_runs import run_command
 from segnet.generated.blobs import CONTRAST, write_blob_dataset
+from segnet.nnunet.folder import FINAL
 
 CONFIGURATION = "3d_fullres"
+MODEL_FOLDER = f"nnUNetTrainer__nnUNetPlans__{CONFIGURATION}"  # nnU-Net's default trainer and plans
 TARGET_CONTRAST = (CONTRAST[0] / 3, CONTRAST[1] / 3)
 TARGET_SEED = 1000  # the target's cases are other draws than the source's
 STARTS = {"fine-tuned": "the source's fold 0", "scratch": "nnU-Net's initialization"}
@@ -82,6 +87,9 @@ def train_source(output: Path, cases: int, iterations: int) -> Path:
     """nnU-Net's model of the source task (a small network), trained by nnU-Net; its fold 0 folder."""
     import torch
 
+    trained = Path(os.environ["nnUNet_results"]) / f"Dataset{DATASET_ID}_source" / MODEL_FOLDER / "fold_0"
+    if (trained / FINAL).is_file():
+        return trained
     source = write_blob_dataset(output / "source", cases)
     name = nnunet_raw(source, output)
     splits = [{"train": [f"case{i}" for i in range(cases)], "val": ["case0"]}]  # every case trains fold 0
@@ -106,12 +114,14 @@ def scratch_model(source_fold: Path, folder: Path, seed: int) -> Path:
     weights alone. Its fold_0 folder."""
     import torch
 
-    from segnet.nnunet.folder import FILES, FINAL, ModelFolder
+    from segnet.nnunet.folder import FILES, ModelFolder
     from segnet.nnunet.model import nnunet_network
     from segnet.nnunet.plans import run_data
 
     source = ModelFolder.read(source_fold.parent)
     fold = folder / source.path.name / "fold_0"
+    if (fold / FINAL).is_file():
+        return fold
     fold.mkdir(parents=True)
     for name in FILES:
         shutil.copy(source.path / name, fold.parent / name)
@@ -137,6 +147,9 @@ def target_run(output: Path, target: Path, fold: int, start: Path, edges: str, s
     """One segnet run on the target's fold from `start`, then segnet-evaluate of its final weights on
     the fold's validation cases; the folder of its label maps."""
     run, evaluation = output / "run", output / "evaluation"
+    if (evaluation / "summary.json").is_file():  # scored before
+        return evaluation / "predictions"
+    shutil.rmtree(output, ignore_errors=True)  # an interrupted run starts again
     run_command("segnet-train", ["data=folder", f"data.root={target}", f"data.fold={fold}", "data.num_workers=0",
                                  "seed=0", f"model.init_from={start}", f"model.edge_placement={edges}",
                                  f"trainer.max_steps={steps}", f"data.steps_per_epoch={steps}",
@@ -187,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(nnUNet_n_proc_DA="1", nnUNet_compile="false")
     point_nnunet_at(output)
     source_fold = train_source(output, args.source_cases, args.source_iterations)
-    target = write_blob_dataset(output / "target", args.target_cases, TARGET_SEED, TARGET_CONTRAST)
+    target = output / "target"
+    if not (target / "dataset.json").is_file():
+        write_blob_dataset(target, args.target_cases, TARGET_SEED, TARGET_CONTRAST)
     rows = []
     for fold, split in enumerate(target_splits(target, args.folds, args.train_cases)):
         starts = {"fine-tuned": source_fold, "scratch": scratch_model(source_fold, output / f"scratch_{fold}", fold)}
