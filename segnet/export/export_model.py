@@ -89,7 +89,7 @@ def packed(checkpoint: Path, content: bytes) -> bytes:
     checkpoint (segnet.nnunet.model.as_run_checkpoint), which the package's loader reads."""
     if not is_model_checkpoint(checkpoint):
         return content
-    from segnet.nnunet.model import as_run_checkpoint  # the peer extra's: its network is built to be read
+    from segnet.nnunet.model import as_run_checkpoint  # the peer extra's network package, for nnU-Net folds only
 
     buffer = io.BytesIO()
     torch.save(as_run_checkpoint(checkpoint), buffer)
