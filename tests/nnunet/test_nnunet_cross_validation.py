@@ -46,7 +46,8 @@ def test_find_best_scores_an_nnunet_fold_and_its_package_predicts_as_nnunet_does
                                                     f"output={package}"], name="export_model"))
     assert [(m["configuration"], m["fold"]) for m in manifest["models"]] == [("3d_fullres", 0)]
     predict_command(compose_config([f"exported={package}", f"input={nnunet_model.test_images}",
-                                    f"output={tmp_path / 'out'}", "num_workers=0", "device=cpu"], name="predict"))
+                                    f"output={tmp_path / 'out'}", "num_workers=0", "device=cpu", "op=python"],
+                                   name="predict"))
     for case in ("test0", "test1"):
         ours = np.asarray(nib.load(tmp_path / "out" / f"{case}.nii.gz").dataobj)
         reference = np.asarray(nib.load(nnunet_model.predictions / f"{case}.nii.gz").dataobj)
