@@ -5,6 +5,7 @@ scored: its runs' checkpoints as their sha256 then says, and its tta."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import tempfile
@@ -12,6 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ops.library import BASE_CUDA_ARCHS, NEWER_CUDA_ARCHS
@@ -33,6 +35,8 @@ from segnet.inference.package import (
     segnet_version,
     source_digests,
 )
+from segnet.nnunet.folder import is_model_checkpoint
+from segnet.postprocessing.cross_validation import run_checkpoint
 from segnet.progress import step
 
 log = logging.getLogger(__name__)
@@ -81,6 +85,20 @@ def check_as_scored(choice_file: Path, choice: dict[str, Any], runs: list[Path],
                               f"replaced since; {again}")
 
 
+def packed(checkpoint: Path, content: bytes) -> bytes:
+    """A run's checkpoint as its package holds it: a fold of an nnU-Net model as a segnet run's
+    checkpoint (segnet.inference.nnunet_model.as_run_checkpoint), which the package's loader reads."""
+    if not is_model_checkpoint(checkpoint):
+        return content
+    from segnet.inference.nnunet_model import (
+        as_run_checkpoint,  # the peer extra's network package, for nnU-Net folds only
+    )
+
+    buffer = io.BytesIO()
+    torch.save(as_run_checkpoint(checkpoint), buffer)
+    return buffer.getvalue()
+
+
 def model_entry(run: Path, index: int, digest: str, settings: RunSettings) -> dict[str, Any]:
     return {"file": f"models/{index}/{CHECKPOINT}", "sha256": digest, "run": str(run.resolve()),
             "configuration": settings.configuration, "fold": settings.fold}
@@ -114,11 +132,12 @@ def export_model_command(cfg: DictConfig) -> dict[str, Any]:
     if formats and cfg.device not in ("cpu", "cuda"):
         raise ConfigError(f"device={cfg.device}: name the device the exports will run on, device=cpu or device=cuda")
     runs, choice, postprocessing, checkpoint_name = chosen_runs(cfg)
-    checkpoints = [run / "checkpoints" / checkpoint_name for run in runs]
+    checkpoints = [run_checkpoint(run, checkpoint_name) for run in runs]
     for checkpoint in checkpoints:
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({USAGE})")
     contents = [checkpoint.read_bytes() for checkpoint in checkpoints]  # read once: packed as checked
     digests = [hashlib.sha256(content).hexdigest() for content in contents]
+    contents = [packed(checkpoint, content) for checkpoint, content in zip(checkpoints, contents, strict=True)]
     if choice is not None:
         check_as_scored(Path(cfg.choice), choice, runs, checkpoint_name, digests)
     settings = [run_settings(checkpoint) for checkpoint in checkpoints]

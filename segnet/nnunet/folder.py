@@ -29,6 +29,15 @@ def is_model_checkpoint(path: Path) -> bool:
         path.parent.parent)
 
 
+def fold_checkpoint(entry: Path) -> Path | None:
+    """The checkpoint a fold of an nnU-Net trained model stands for where `entry` names one: a
+    checkpoint in the fold itself, or the fold's folder (its checkpoint_final.pth, its final
+    weights as a segnet run's final.ckpt); None for anything else."""
+    if is_model_checkpoint(entry):
+        return entry
+    return entry / FINAL if FOLD.match(entry.name) and is_model_folder(entry.parent) else None
+
+
 def fold_checkpoints(folder: Path, folds: list | None = None, shown_as: str = "model") -> list[Path]:
     """The checkpoint_final.pth of each fold of `folder` that `folds` names (None: every fold that
     has one, as nnU-Net's predictor finds them); a ConfigError naming what is missing."""

@@ -2,7 +2,11 @@
 decide on each run's validation cases, so a run that trained on them (data.fold=all, whose
 validation cases are its training cases) would score in-sample and favour the model that overfits
 most. As nnU-Net's postprocessing and find_best_configuration use the cross-validation's folds
-alone, such a run is left out with a warning, and named in the command's output."""
+alone, such a run is left out with a warning, and named in the command's output.
+
+A run is a segnet training run folder or a fold of an nnU-Net v2 trained model (its fold_<N>
+folder, or a checkpoint in it: segnet.nnunet), validated on the cases segnet's split of the
+dataset gives that fold, as nnU-Net splits."""
 
 from __future__ import annotations
 
@@ -15,8 +19,15 @@ from segnet.checkpoints.reading import saved_data
 from segnet.data.dataset_json import DatasetDescription
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import in_sample_cases, run_split
+from segnet.nnunet.folder import fold_checkpoint
 
 log = logging.getLogger(__name__)
+
+
+def run_checkpoint(run: Path, checkpoint_name: str) -> Path:
+    """The checkpoint a run predicts with: a segnet run folder's checkpoints/<checkpoint_name>, an
+    nnU-Net fold's checkpoint_final.pth (or the checkpoint in a fold given itself)."""
+    return fold_checkpoint(run) or run / "checkpoints" / checkpoint_name
 
 
 def in_sample(folder: Path, data: dict[str, Any], description: DatasetDescription) -> str | None:
@@ -35,7 +46,7 @@ def cross_validation_runs(folders: list[Path], checkpoint_name: str, description
     they did not train on, in the order given, and {run folder: why} of those left out."""
     kept, left_out = {}, {}
     for folder in folders:
-        checkpoint = folder / "checkpoints" / checkpoint_name
+        checkpoint = run_checkpoint(folder, checkpoint_name)
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({usage})")
         data = saved_data(checkpoint)
         why = in_sample(folder, data, description)

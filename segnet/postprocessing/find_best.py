@@ -40,7 +40,7 @@ from segnet.evaluation.evaluator import read_reference, score_case
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.ensemble import label_map_of
-from segnet.postprocessing.cross_validation import cross_validation_runs
+from segnet.postprocessing.cross_validation import cross_validation_runs, run_checkpoint
 from segnet.postprocessing.decide import decide, decide_regions
 from segnet.progress import bar, say, step
 
@@ -66,7 +66,7 @@ def read_runs(folders: list[Path], checkpoint_name: str,
     kept, left_out = cross_validation_runs(folders, checkpoint_name, description, USAGE)
     grouped: dict[str, dict[str, Run]] = {}
     for folder, data in kept.items():
-        checkpoint = folder / "checkpoints" / checkpoint_name
+        checkpoint = run_checkpoint(folder, checkpoint_name)
         settings = RunSettings.from_data(data)
         run = Run(folder, checkpoint, settings.configuration, str(settings.fold), file_digest(checkpoint))
         by_fold = grouped.setdefault(run.configuration, {})

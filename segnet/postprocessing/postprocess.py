@@ -26,7 +26,7 @@ from segnet.evaluation.evaluator import read_reference
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.metrics import nanmean
-from segnet.postprocessing.cross_validation import cross_validation_runs
+from segnet.postprocessing.cross_validation import cross_validation_runs, run_checkpoint
 from segnet.postprocessing.decide import decide, decide_regions
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class ScoredCase:
 
 def fold_scores(run: Path, cfg: DictConfig, description, output: Path) -> dict[str, ScoredCase]:
     """Every validation case of one run, predicted and scored under each trial, by case name."""
-    validated = checkpoint_cases(run / "checkpoints" / cfg.checkpoint, run, "validation", description, cfg,
+    validated = checkpoint_cases(run_checkpoint(run, cfg.checkpoint), run, "validation", description, cfg,
                                  "postprocessed")
     writer = validated.writer(output, bool(cfg.tta))
     scores = {}

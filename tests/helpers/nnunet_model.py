@@ -22,12 +22,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-import nibabel as nib
-import numpy as np
+from segnet.generated.blobs import write_blob_case, write_blob_dataset
 
 DATASET = "Dataset901_Tiny"
-SPACING = (2.0, 1.0, 1.0)  # as stored (nibabel's axis order)
-SHAPE = (20, 28, 24)
 CONFIGURATION = "3d_fullres"
 ITERATIONS = 20  # enough for both blobs (pseudo Dice above 0.9; 12 learnt neither)
 
@@ -56,34 +53,11 @@ class NnunetModel(NamedTuple):
         return self.base / "nnunet_predictions"
 
 
-def write_case(image_path: Path, label_path: Path | None, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    grid = np.stack(np.meshgrid(*[np.arange(s) * d for s, d in zip(SHAPE, SPACING, strict=True)], indexing="ij"))
-    label = np.zeros(SHAPE, np.uint8)
-    for value, radius in ((1, 6.0), (2, 5.0)):
-        centre = np.array([rng.uniform(12, 28), rng.uniform(8, 20), rng.uniform(8, 16)])
-        label[np.linalg.norm(grid - centre[:, None, None, None], axis=0) < radius] = value
-    image = rng.normal(100, 10, SHAPE) + 60 * (label == 1) - 50 * (label == 2)
-    image[:2], image[:, -3:] = 0, 0  # a zero border: nnU-Net crops to the non-zero box
-    affine = np.diag([*SPACING, 1.0])
-    nib.save(nib.Nifti1Image(image.astype(np.float32), affine), image_path)
-    if label_path is not None:
-        label[:2], label[:, -3:] = 0, 0
-        nib.save(nib.Nifti1Image(label, affine), label_path)
-
-
 def write_dataset(base: Path) -> Path:
-    root = base / "raw" / DATASET
-    (root / "imagesTr").mkdir(parents=True)
-    (root / "labelsTr").mkdir()
+    root = write_blob_dataset(base / "raw" / DATASET, 6)
     (base / "test").mkdir()
-    for i in range(6):
-        write_case(root / "imagesTr" / f"case{i}_0000.nii.gz", root / "labelsTr" / f"case{i}.nii.gz", i)
     for i in range(2):
-        write_case(base / "test" / f"test{i}_0000.nii.gz", None, 100 + i)
-    (root / "dataset.json").write_text(json.dumps({
-        "channel_names": {"0": "MRI"}, "labels": {"background": 0, "bright": 1, "dark": 2},
-        "numTraining": 6, "file_ending": ".nii.gz"}))
+        write_blob_case(base / "test" / f"test{i}_0000.nii.gz", None, 100 + i)
     return root
 
 
