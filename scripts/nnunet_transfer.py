@@ -115,7 +115,7 @@ def scratch_model(source_fold: Path, folder: Path, seed: int) -> Path:
     import torch
 
     from segnet.nnunet.folder import FILES, ModelFolder
-    from segnet.nnunet.model import nnunet_network
+    from segnet.nnunet.run_model import nnunet_network
     from segnet.nnunet.plans import run_data
 
     source = ModelFolder.read(source_fold.parent)
