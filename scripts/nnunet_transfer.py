@@ -115,8 +115,8 @@ def scratch_model(source_fold: Path, folder: Path, seed: int) -> Path:
     import torch
 
     from segnet.nnunet.folder import FILES, ModelFolder
-    from segnet.nnunet.run_model import nnunet_network
     from segnet.nnunet.plans import run_data
+    from segnet.nnunet.run_model import nnunet_network
 
     source = ModelFolder.read(source_fold.parent)
     fold = folder / source.path.name / "fold_0"

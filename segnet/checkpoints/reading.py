@@ -22,8 +22,6 @@ import torch
 from segnet.checkpoints.settings import RunSettings, configuration_of
 from segnet.data.samples import FOREGROUND_SHARE
 from segnet.errors import ConfigError
-from segnet.nnunet.folder import ModelFolder, fold_of, folder_of, is_model_checkpoint
-from segnet.nnunet.plans import run_data
 
 
 class CheckpointError(ConfigError):
@@ -115,11 +113,7 @@ def saved_hyperparameters(path: str | Path) -> dict[str, Any]:
 
 
 def saved_data(path: str | Path) -> dict[str, Any]:
-    """The data section a run's checkpoint holds (its split, and its settings by name); for a
-    checkpoint in a fold of an nnU-Net trained model folder, its plan's and dataset.json's as a
-    run's (segnet.nnunet.plans.run_data)."""
-    if is_model_checkpoint(Path(path)):
-        return run_data(ModelFolder.read(folder_of(Path(path))), fold_of(Path(path)))
+    """The data section a run's checkpoint holds (its split, and its settings by name)."""
     return saved_hyperparameters(path)["data"]
 
 

@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from ops.library import BASE_CUDA_ARCHS, NEWER_CUDA_ARCHS
 from segnet.checkpoints.paths import check_checkpoint_file
-from segnet.checkpoints.reading import run_settings
 from segnet.checkpoints.settings import RunSettings
 from segnet.errors import ConfigError
 from segnet.export.exporter import FORMATS, export_network, metadata_path
@@ -35,8 +34,8 @@ from segnet.inference.package import (
     segnet_version,
     source_digests,
 )
-from segnet.nnunet.folder import is_model_checkpoint
-from segnet.postprocessing.cross_validation import run_checkpoint
+from segnet.nnunet.folder import is_model_checkpoint, run_checkpoint
+from segnet.nnunet.plans import checkpoint_settings
 from segnet.progress import step
 
 log = logging.getLogger(__name__)
@@ -140,7 +139,7 @@ def export_model_command(cfg: DictConfig) -> dict[str, Any]:
     contents = [packed(checkpoint, content) for checkpoint, content in zip(checkpoints, contents, strict=True)]
     if choice is not None:
         check_as_scored(Path(cfg.choice), choice, runs, checkpoint_name, digests)
-    settings = [run_settings(checkpoint) for checkpoint in checkpoints]
+    settings = [checkpoint_settings(checkpoint) for checkpoint in checkpoints]
     cascades = [str(run) for run, each in zip(runs, settings, strict=True) if each.previous_stage]
     if cascades:
         raise ConfigError(f"runs: {', '.join(cascades)} is a cascade, whose first stage lies in other run folders; "

@@ -38,6 +38,12 @@ def fold_checkpoint(entry: Path) -> Path | None:
     return entry / FINAL if FOLD.match(entry.name) and is_model_folder(entry.parent) else None
 
 
+def run_checkpoint(run: Path, checkpoint_name: str) -> Path:
+    """The checkpoint a run predicts with: a segnet run folder's checkpoints/<checkpoint_name>, an
+    nnU-Net fold's checkpoint_final.pth (or the checkpoint in a fold given itself)."""
+    return fold_checkpoint(run) or run / "checkpoints" / checkpoint_name
+
+
 def fold_checkpoints(folder: Path, folds: list | None = None, shown_as: str = "model") -> list[Path]:
     """The checkpoint_final.pth of each fold of `folder` that `folds` names (None: every fold that
     has one, as nnU-Net's predictor finds them); a ConfigError naming what is missing."""

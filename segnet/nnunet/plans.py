@@ -14,10 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from segnet.checkpoints.reading import saved_data
+from segnet.checkpoints.settings import RunSettings
 from segnet.data.dataset_json import nnunet_channels, nnunet_labels
 from segnet.data.formats import NATURAL_ENDINGS
 from segnet.errors import ConfigError
-from segnet.nnunet.folder import ModelFolder
+from segnet.nnunet.folder import ModelFolder, fold_of, folder_of, is_model_checkpoint
 
 # nnU-Net's normalization schemes and segnet's (segnet.data.normalization)
 SCHEMES = {"ZScoreNormalization": "zscore", "CTNormalization": "ct", "NoNormalization": "noNorm",
@@ -107,3 +109,17 @@ def run_data(folder: ModelFolder, fold: int | str) -> dict[str, Any]:
 def run_inference(data: dict[str, Any]) -> dict[str, Any]:
     """The whole-image settings: windows of the patch, half a patch apart, as nnU-Net predicts."""
     return {"roi_size": list(data["patch_size"]), "sw_batch_size": 1, "overlap": OVERLAP}
+
+
+def checkpoint_data(path: Path) -> dict[str, Any]:
+    """The data section of the run a checkpoint is from: a segnet run's (its checkpoint's), or for
+    a checkpoint in a fold of an nnU-Net trained model folder, its plan's and dataset.json's as a
+    run's (run_data)."""
+    if is_model_checkpoint(Path(path)):
+        return run_data(ModelFolder.read(folder_of(Path(path))), fold_of(Path(path)))
+    return saved_data(path)
+
+
+def checkpoint_settings(path: Path) -> RunSettings:
+    """The settings of the run a checkpoint is from, a segnet run's or an nnU-Net fold's."""
+    return RunSettings.from_data(checkpoint_data(path))

@@ -15,19 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from segnet.checkpoints.paths import check_checkpoint_file
-from segnet.checkpoints.reading import saved_data
 from segnet.data.dataset_json import DatasetDescription
 from segnet.errors import ConfigError
 from segnet.evaluation.evaluator import in_sample_cases, run_split
-from segnet.nnunet.folder import fold_checkpoint
+from segnet.nnunet.folder import run_checkpoint
+from segnet.nnunet.plans import checkpoint_data
 
 log = logging.getLogger(__name__)
-
-
-def run_checkpoint(run: Path, checkpoint_name: str) -> Path:
-    """The checkpoint a run predicts with: a segnet run folder's checkpoints/<checkpoint_name>, an
-    nnU-Net fold's checkpoint_final.pth (or the checkpoint in a fold given itself)."""
-    return fold_checkpoint(run) or run / "checkpoints" / checkpoint_name
 
 
 def in_sample(folder: Path, data: dict[str, Any], description: DatasetDescription) -> str | None:
@@ -48,7 +42,7 @@ def cross_validation_runs(folders: list[Path], checkpoint_name: str, description
     for folder in folders:
         checkpoint = run_checkpoint(folder, checkpoint_name)
         check_checkpoint_file(checkpoint, "runs", f"training run folders ({usage})")
-        data = saved_data(checkpoint)
+        data = checkpoint_data(checkpoint)
         why = in_sample(folder, data, description)
         if why is None:
             kept[folder] = data

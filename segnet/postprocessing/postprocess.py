@@ -26,7 +26,8 @@ from segnet.evaluation.evaluator import read_reference
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.metrics import nanmean
-from segnet.postprocessing.cross_validation import cross_validation_runs, run_checkpoint
+from segnet.nnunet.folder import run_checkpoint
+from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
 
 log = logging.getLogger(__name__)
