@@ -12,7 +12,7 @@ from segnet.checkpoints.paths import run_folder
 from segnet.evaluation.checkpoint_cases import checkpoint_cases
 from segnet.evaluation.evaluation_arguments import evaluation_inputs
 from segnet.evaluation.evaluator import Evaluator, in_sample_cases, run_split, summarize, write_reports
-from segnet.evaluation.pictures import write_case_pictures
+from segnet.evaluation.pictures import write_case_pictures, write_reliability_picture
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
 from segnet.topology_metrics import topology_classes
 
@@ -54,7 +54,9 @@ def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
                             "trained_on": trained_on}
     write_reports(summary, output_dir)
     write_case_pictures(summary, output_dir)
-    log.info("foreground mean Dice %.4f, HD95 %.2f mm, %s; reports and cases_<class>.png in %s",
-             summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"], mirroring(bool(cfg.tta)),
+    write_reliability_picture(summary, output_dir)
+    log.info("foreground mean Dice %.4f, HD95 %.2f mm, ECE %.4f, %s; reports, cases_<class>.png and reliability.png "
+             "in %s", summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"],
+             summary.get("calibration", {}).get("foreground", {}).get("ECE", float("nan")), mirroring(bool(cfg.tta)),
              output_dir)
     return summary

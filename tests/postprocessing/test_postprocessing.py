@@ -178,6 +178,9 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
     assert ruled["without_postprocessing"]["foreground_mean"] == plain["foreground_mean"]
     assert ruled["foreground_mean"]["Dice"] > plain["foreground_mean"]["Dice"]
     assert plain["evaluated"]["postprocessing"]["optimistic"] is False and "without_postprocessing" not in plain
+    # the probabilities' calibration, before the rules, the same either way, and its picture
+    assert ruled["calibration"] == plain["calibration"] and 0 < plain["calibration"]["foreground"]["ECE"] < 0.5
+    assert set(plain["calibration"]["per_class"]) == {"1", "2"} and (tmp_path / "none" / "reliability.png").is_file()
 
 
 def test_a_dataset_that_numbers_the_classes_otherwise_is_refused_before_anything_is_decided(tmp_path):
