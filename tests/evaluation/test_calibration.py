@@ -57,3 +57,11 @@ def test_the_summary_carries_calibration_and_the_picture_is_drawn(tmp_path: Path
     assert "15 equal-width bins" in summary["binning"]
     path = write_reliability_picture({"calibration": summary}, tmp_path)
     assert path == tmp_path / "reliability.png" and path.stat().st_size > 5000
+
+
+def test_regions_are_scored_on_their_own_channels_against_the_values_they_cover():
+    # regions (1, 2) and (2,), no background channel: sure and right on the first, sure and wrong on the second
+    reference = np.array([0, 1, 2, 2])
+    probabilities = np.array([[0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0]])
+    calibration = Calibration.of(probabilities, reference, [(1, 2), (2,)])
+    assert calibration.ece() == pytest.approx([0.0, 0.25]) and calibration.brier() == pytest.approx([0.0, 0.25])
