@@ -143,9 +143,9 @@ class Evaluator(PredictionWriter):
 
     def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
                  nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE, topology: list[int] = (),
-                 previous: dict[str, Path] | None = None):
-        super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions",
-                         rules=rules, previous=previous)
+                 previous: dict[str, Path] | None = None, temperature: float | dict[str, float] = 1.0):
+        super().__init__(Predictor(model if isinstance(model, list) else [model], tta, temperature=temperature),
+                         output_dir / "predictions", rules=rules, previous=previous)
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
         self.topology = list(topology)

@@ -145,7 +145,7 @@ class PredictionWriter:
             with atomic_path(self.probabilities_path(case)) as temporary:
                 np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels))
         if self.predictor.uncertainty:
-            self.write_uncertainty(case, restored, disagreement[0], unprocessed)
+            self.write_uncertainty(case, restored, disagreement[0], label_map)
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
             write_label(label_map, case.images[0], temporary, self.case_stamp(case))
