@@ -12,8 +12,9 @@ from segnet.checkpoints.paths import run_folder
 from segnet.evaluation.checkpoint_cases import checkpoint_cases
 from segnet.evaluation.evaluation_arguments import evaluation_inputs
 from segnet.evaluation.evaluator import Evaluator, in_sample_cases, run_split, summarize, write_reports
-from segnet.evaluation.pictures import write_case_pictures
+from segnet.evaluation.pictures import write_case_pictures, write_reliability_picture
 from segnet.inference.component_rules import rules_files, rules_for, rules_origin
+from segnet.inference.temperature import given_temperature
 from segnet.topology_metrics import topology_classes
 
 log = logging.getLogger(__name__)
@@ -47,14 +48,17 @@ def evaluate_command(cfg: DictConfig) -> dict[str, Any]:
     topology = topology_classes(cfg.get("topology_classes"), list(model.settings.class_names))
     previous = scored.first_stage_maps(output_dir, int(cfg.num_workers))
     results = Evaluator(model, output_dir, tta=cfg.tta, nsd_tolerance_mm=float(cfg.nsd_tolerance_mm),
-                        rules=rules, topology=topology, previous=previous).run(cases, int(cfg.num_workers))
+                        rules=rules, topology=topology, previous=previous,
+                        temperature=given_temperature(cfg.temperature, [])).run(cases, int(cfg.num_workers))
     summary = summarize(results, list(model.settings.class_names))
     summary["evaluated"] = {"checkpoint": str(checkpoint.resolve()), "step": model.step, "split": cfg.data.split,
-                            "tta": bool(cfg.tta), "postprocessing": {"rules": rules.to_json(), **origin},
-                            "trained_on": trained_on}
+                            "tta": bool(cfg.tta), "temperature": cfg.temperature,
+                            "postprocessing": {"rules": rules.to_json(), **origin}, "trained_on": trained_on}
     write_reports(summary, output_dir)
     write_case_pictures(summary, output_dir)
-    log.info("foreground mean Dice %.4f, HD95 %.2f mm, %s; reports and cases_<class>.png in %s",
-             summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"], mirroring(bool(cfg.tta)),
+    write_reliability_picture(summary, output_dir)
+    log.info("foreground mean Dice %.4f, HD95 %.2f mm, ECE %.4f, %s; reports, cases_<class>.png and reliability.png "
+             "in %s", summary["foreground_mean"]["Dice"], summary["foreground_mean"]["HD95"],
+             summary.get("calibration", {}).get("foreground", {}).get("ECE", float("nan")), mirroring(bool(cfg.tta)),
              output_dir)
     return summary

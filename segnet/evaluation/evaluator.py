@@ -27,6 +27,7 @@ from segnet.data.image_files import read_label
 from segnet.data.regions import Regions, foreground_units
 from segnet.data.splits import Split, choose_split, read_split
 from segnet.errors import ConfigError, DatasetError
+from segnet.evaluation.calibration import Calibration
 from segnet.files import atomic_path, write_json
 from segnet.inference.component_rules import NONE, Rules
 from segnet.inference.ensemble import Predictor
@@ -87,6 +88,7 @@ class CaseResult:
     prediction_file: Path
     metrics: dict[str, dict[str, Any]] | None
     unprocessed_metrics: dict[str, dict[str, Any]] | None = None  # before the rules, where there are rules
+    calibration: Calibration | None = None  # its probabilities' against its label
 
 
 # The per-class numbers every case gets, in summary.json and per_case.csv (and averaged).
@@ -141,19 +143,27 @@ class Evaluator(PredictionWriter):
 
     def __init__(self, model: TrainedModel | list[TrainedModel], output_dir: Path, tta: bool = False,
                  nsd_tolerance_mm: float = NSD_TOLERANCE_MM, rules: Rules = NONE, topology: list[int] = (),
-                 previous: dict[str, Path] | None = None):
-        super().__init__(Predictor(model if isinstance(model, list) else [model], tta), output_dir / "predictions",
-                         rules=rules, previous=previous)
+                 previous: dict[str, Path] | None = None, temperature: float | dict[str, float] = 1.0):
+        super().__init__(Predictor(model if isinstance(model, list) else [model], tta, temperature=temperature),
+                         output_dir / "predictions", rules=rules, previous=previous)
         self.class_names = self.predictor.class_names
         self.nsd_tolerance_mm = nsd_tolerance_mm
         self.topology = list(topology)
 
     def finish(self, case: Case, loaded: list[dict], probabilities: list[torch.Tensor]) -> CaseResult:
-        prediction = super().finish(case, loaded, probabilities)
+        restored = self.restored_probabilities(loaded, probabilities)
+        prediction = self.write(case, restored)
         if not case.label:
             return CaseResult(case, prediction.file, None)
         unprocessed = self.score(prediction.unprocessed, case) if self.rules != NONE else None
-        return CaseResult(case, prediction.file, self.score(prediction.label_map, case), unprocessed)
+        return CaseResult(case, prediction.file, self.score(prediction.label_map, case), unprocessed,
+                          self.calibration(restored[:self.channels], case))
+
+    def calibration(self, probabilities: np.ndarray, case: Case) -> Calibration:
+        """The calibration sums of the case's probabilities against its label (before the rules)."""
+        reference, _ = read_reference(case.label, probabilities.shape[1:])
+        units = foreground_units(len(self.class_names), self.predictor.regions)
+        return Calibration.of(probabilities, reference, units, self.predictor.ignore_label)
 
     def score(self, label_map: np.ndarray, case: Case) -> dict[str, dict[str, Any]]:
         return score_case(label_map, case.label, self.class_names, self.nsd_tolerance_mm, self.predictor.ignore_label,
@@ -176,8 +186,9 @@ def means(scored: list[dict[str, dict[str, Any]]], class_names: list[str]) -> tu
 
 
 def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, Any]:
-    """nnU-Net-style summary: metric_per_case, mean per class, foreground_mean (NaN left out); and
-    where postprocessing rules were applied, the same means without them."""
+    """nnU-Net-style summary: metric_per_case, mean per class, foreground_mean (NaN left out); the
+    probabilities' calibration over the scored cases (segnet.evaluation.calibration); and where
+    postprocessing rules were applied, the same means without them."""
     scored = [r for r in results if r.metrics is not None]
     per_case = [
         {
@@ -191,6 +202,9 @@ def summarize(results: list[CaseResult], class_names: list[str]) -> dict[str, An
     mean, foreground = means([r.metrics for r in scored], class_names)
     summary = {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground, "num_cases": len(results),
                "num_scored": len(scored)}
+    calibrated = [r.calibration for r in scored if r.calibration is not None]
+    if calibrated:
+        summary["calibration"] = sum(calibrated[1:], calibrated[0]).report(class_names[1:])
     if any(r.unprocessed_metrics is not None for r in scored):
         mean, foreground = means([r.unprocessed_metrics for r in scored], class_names)
         summary["without_postprocessing"] = {"mean": mean, "foreground_mean": foreground}

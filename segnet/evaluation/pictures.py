@@ -1,7 +1,8 @@
 """What segnet-evaluate shows beside its numbers: per foreground class, the worst, the median and
 the best case by Dice, each as the slice through the class's centre of mass (along the last
 axis) of its image, with the label's outline (green) and the prediction's (red), so that a user
-looks at the cases before reading the means. Written as cases_<class>.png into the report folder."""
+looks at the cases before reading the means. Written as cases_<class>.png into the report folder,
+with reliability.png: the probabilities' reliability diagram (segnet.evaluation.calibration)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,34 @@ def write_case_pictures(summary: dict[str, Any], output_dir: Path) -> list[Path]
             case_figure(chosen, label, mean["name"]).savefig(temporary, dpi=110, format="png")
         written.append(path)
     return written
+
+
+def reliability_figure(calibration: dict[str, Any]) -> Figure:
+    """Each foreground class's reliability diagram: per bin, the observed frequency of the class
+    against the mean probability given it (the diagonal: calibrated), on one axis; and the voxels
+    per bin, logarithmic, below it."""
+    figure = Figure(figsize=(4.8, 5.6), layout="constrained")
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    top.plot([0, 1], [0, 1], color="#888888", linewidth=0.8, linestyle="--")
+    for entry in calibration["per_class"].values():
+        bins = entry["reliability"]
+        line = top.plot(bins["probability"], bins["frequency"], marker="o", markersize=3,
+                        label=f"{entry['name']}: ECE {entry['ECE']:.4f}, Brier {entry['Brier']:.4f}")
+        bottom.semilogy(bins["probability"], bins["voxels"], marker="o", markersize=3, color=line[0].get_color())
+    top.set_ylabel("observed frequency")
+    top.legend(fontsize=7, loc="upper left")
+    top.set_title(f"reliability ({calibration['binning'].split(' of ')[0]}); foreground ECE "
+                  f"{calibration['foreground']['ECE']:.4f}", fontsize=8)
+    bottom.set_xlabel("mean probability in the bin")
+    bottom.set_ylabel("voxels")
+    return figure
+
+
+def write_reliability_picture(summary: dict[str, Any], output_dir: Path) -> Path | None:
+    """reliability.png beside the cases' pictures, where the summary has calibration; the file."""
+    if "calibration" not in summary:
+        return None
+    path = output_dir / "reliability.png"
+    with atomic_path(path) as temporary:
+        reliability_figure(summary["calibration"]).savefig(temporary, dpi=110, format="png")
+    return path

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,11 @@ import torch
 
 from segnet.data.regions import Regions
 from segnet.errors import ConfigError
+from segnet.inference.temperature import configuration_temperature, tempered
 from segnet.inference.trained_model import TrainedModel
+from segnet.inference.uncertainty import disagreement, with_member_entropy
 from segnet.inference.windows import (
+    flipped_probabilities,
     on_device_or_host,
     plain,
     predict_with_flips,
@@ -49,12 +53,14 @@ class Configuration:
     geometry: dict[str, Any]
     # A cascade's first stage: the run folders whose label map it reads as extra channels.
     previous_stage: list[str] | None = None
+    temperature: float = 1.0  # the logits of its averaged probabilities divided by it (segnet.inference.temperature)
 
     @classmethod
-    def of(cls, models: list[TrainedModel]) -> Configuration:
+    def of(cls, models: list[TrainedModel], temperature: float | Mapping[str, float] = 1.0) -> Configuration:
         settings = models[0].settings
         stage = settings.previous_stage
-        return cls(models, settings.spatial_dims, settings.geometry.loading(), None if stage is None else list(stage))
+        return cls(models, settings.spatial_dims, settings.geometry.loading(), None if stage is None else list(stage),
+                   configuration_temperature(temperature, settings.configuration))
 
     def plan(self) -> dict[str, Any]:
         return {"spatial_dims": self.spatial_dims, **self.geometry,
@@ -64,7 +70,8 @@ class Configuration:
 class Predictor:
     """Class probabilities of one image from one model or the mean of several, by configuration."""
 
-    def __init__(self, models: list[TrainedModel], tta: bool = False):
+    def __init__(self, models: list[TrainedModel], tta: bool = False, uncertainty: bool = False,
+                 temperature: float | Mapping[str, float] = 1.0):
         first = models[0].settings
         for model in models[1:]:
             for key, value in model.settings.shared().items():
@@ -77,9 +84,11 @@ class Predictor:
         by_plan: dict[str, list[TrainedModel]] = {}
         for model in models:
             by_plan.setdefault(model.settings.plan_key(), []).append(model)
-        self.configurations = [Configuration.of(members) for members in by_plan.values()]
+        self.configurations = [Configuration.of(members, temperature) for members in by_plan.values()]
         self.models = models
         self.tta = tta
+        # with the probabilities, one more channel: the members' mutual information (segnet.inference.uncertainty)
+        self.uncertainty = uncertainty
         self.class_names = list(first.class_names)
         self.in_channels = first.in_channels
         self.ignore_label = first.ignore_label
@@ -93,8 +102,10 @@ class Predictor:
     @torch.no_grad()
     def probabilities(self, image: torch.Tensor, configuration: Configuration) -> torch.Tensor:
         """(classes, *spatial) float32, for one image loaded by `configuration`'s plan (C, *spatial),
-        its models' mean; (regions, *spatial) for region-based labels. On the models' device (the
-        host's where the image did not fit there), where it is mapped back to the image's grid."""
+        its models' mean, tempered by the configuration's temperature; (regions, *spatial) for
+        region-based labels; with uncertainty, the members' mutual information after them. On the
+        models' device (the host's where the image did not fit there), where it is mapped back to
+        the image's grid."""
         total = None
         # The model's own spatial axes: a 2D model on a volume predicts slice by slice along the
         # last axis, so flipping that axis would change nothing.
@@ -104,7 +115,12 @@ class Predictor:
             run = functools.partial(self.model_probabilities, model, batch, axes)
             p = on_device_or_host(run, model.device, tuple(batch.shape[2:])).float()[0]
             total = p if total is None else total + p.to(total.device)
-        return total / len(configuration.models)
+        mean = total / len(configuration.models)
+        regions = self.regions is not None
+        if not self.uncertainty:
+            return tempered(mean, configuration.temperature, regions)
+        return torch.cat([tempered(mean[:-1], configuration.temperature, regions),
+                          disagreement(mean, regions)[None]])
 
     def model_probabilities(self, model: TrainedModel, batch: torch.Tensor, axes: range,
                             output_device: torch.device | None) -> torch.Tensor:
@@ -115,6 +131,10 @@ class Predictor:
 
         regions = self.regions is not None
         with training_autocast(model.precision, model.device):
+            if self.uncertainty:  # each member's entropy as well as their mean
+                members = flipped_probabilities(predict, batch, axes, regions) if self.tta else [
+                    probabilities_of(predict(batch), regions)]
+                return with_member_entropy((p.float() for p in members), regions)
             if self.tta:
                 return predict_with_flips(predict, batch, axes, regions)
             return probabilities_of(predict(batch), regions)

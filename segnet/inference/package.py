@@ -172,3 +172,8 @@ def package_tta(package: Path) -> bool:
     """Whether a package predicts mirrored: as its choice was scored (segnet-find-best-configuration's
     tta), else as segnet-predict does by default."""
     return opened(package)[1]["tta"]
+
+
+def package_temperature(package: Path) -> dict[str, float] | None:
+    """The temperature per configuration its choice fitted (segnet.inference.temperature), if any."""
+    return opened(package)[1].get("temperature")

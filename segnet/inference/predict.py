@@ -14,12 +14,22 @@ from segnet.inference.ensemble import Predictor
 from segnet.inference.exported import load_exported
 from segnet.inference.input_cases import find_cases
 from segnet.inference.loading import inference_device, load_for_inference
+from segnet.inference.package import package_temperature
 from segnet.inference.pipeline import predicted_cases
-from segnet.inference.prediction_arguments import EXPORTED, NNUNET, PredictionInputs, part_of, prediction_inputs
+from segnet.inference.prediction_arguments import (
+    EXPORTED,
+    NNUNET,
+    PACKAGES,
+    PredictionInputs,
+    part_of,
+    prediction_inputs,
+)
 from segnet.inference.prediction_writer import Prediction, PredictionWriter
 from segnet.inference.previous_stage import first_stage_maps
 from segnet.inference.provenance import claim, model_record, stamp
+from segnet.inference.temperature import given_temperature
 from segnet.inference.trained_model import TrainedModel
+from segnet.inference.uncertainty import write_table
 from segnet.progress import bar
 
 log = logging.getLogger(__name__)
@@ -41,7 +51,9 @@ def load_models(inputs: PredictionInputs, device: str, backend: str) -> list[Tra
 def predict_command(cfg: DictConfig) -> list[Prediction]:
     inputs = prediction_inputs(cfg)
     models = load_models(inputs, cfg.device, cfg.op.backend)
-    predictor = Predictor(models, tta=inputs.tta)
+    packages = list(inputs.files) if inputs.kind == PACKAGES else []
+    temperature = given_temperature(cfg.temperature, [package_temperature(package) for package in packages])
+    predictor = Predictor(models, tta=inputs.tta, uncertainty=bool(cfg.uncertainty), temperature=temperature)
     cases = part_of(find_cases(Path(cfg.input), predictor.in_channels), cfg.num_parts, cfg.part_id)
     cases = check_inputs(cases, int(cfg.max_voxels), predictor.in_channels, skip_broken=bool(cfg.skip_broken))
     rules = rules_for(cfg.postprocessing, inputs.folders)
@@ -54,6 +66,7 @@ def predict_command(cfg: DictConfig) -> list[Prediction]:
                               output_format=cfg.get("output_format"))
     # Before the first label map: continue=true never adds to another model's label maps.
     claim(Path(cfg.output), record, bool(cfg.get("continue")), [writer.label_path(case) for case in cases])
+    all_cases = cases
     if cfg.get("continue"):  # nnU-Net's --continue_prediction: after a killed run, only what is missing
         done = {case.name for case in cases if writer.is_done(case)}
         cases = [case for case in cases if case.name not in done]
@@ -62,9 +75,12 @@ def predict_command(cfg: DictConfig) -> list[Prediction]:
         log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed; %d label map(s) there "
                  "predicted again: another model's or another image's, or without the probabilities asked for)",
                  len(done), cfg.output, len(left), len(again))
-    log.info("predicting %d case(s) from %s with %d model(s), tta %s, postprocessing %s", len(cases), cfg.input,
-             len(models), predictor.tta, rules.to_json())
+    log.info("predicting %d case(s) from %s with %d model(s), tta %s, temperature %s, postprocessing %s", len(cases),
+             cfg.input, len(models), predictor.tta, [c.temperature for c in predictor.configurations], rules.to_json())
     predictions = list(bar(predicted_cases(writer, cases, int(cfg.num_workers)), "predicting", "case",
                            total=len(cases)))
+    if predictor.uncertainty:
+        table = write_table(Path(cfg.output), {case.name: writer.uncertainty_path(case) for case in all_cases})
+        log.info("uncertainty maps (<case>_uncertainty.npz) and each case's score in %s", table)
     log.info("label maps in %s", cfg.output)
     return predictions

@@ -29,6 +29,7 @@ from segnet.data.transforms import case_dicts, eval_transforms, load_case
 from segnet.files import atomic_path
 from segnet.inference.component_rules import NONE, Rules
 from segnet.inference.ensemble import Configuration, Predictor
+from segnet.inference.uncertainty import case_uncertainty, voxel_spacing, write_case
 from segnet.inference.windows import (
     on_device_or_host,
 )
@@ -86,6 +87,7 @@ class PredictionWriter:
         self.digests: dict[Case, str] = {}  # each case's image files hashed once per run (is_done, then finish)
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
+        self.channels = len(output_names(predictor.class_names, predictor.regions))  # the probabilities'
         cascades = [c.previous_stage is not None for c in predictor.configurations]
         if any(cascades) and previous is None:
             raise ValueError("a cascade predicts from its first stage's label maps: pass `previous`")
@@ -122,7 +124,7 @@ class PredictionWriter:
         if self.predictor.regions is None:
             # Undoing the crop to the anatomy pads every channel with zeros; softmax probabilities
             # stay a distribution, so what lies outside the box is background (as nnU-Net fills it)
-            mean[0] += 1 - mean.sum(0)
+            mean[0] += 1 - mean[:self.channels].sum(0)
         return mean.cpu().numpy()
 
     @staticmethod
@@ -135,13 +137,20 @@ class PredictionWriter:
 
     def finish(self, case: Case, loaded: list[dict], probabilities: list[torch.Tensor]) -> Prediction:
         """Back onto the image's grid, labelled, postprocessed and written (what the writer does)."""
-        restored = self.restored_probabilities(loaded, probabilities)
+        return self.write(case, self.restored_probabilities(loaded, probabilities))
+
+    def write(self, case: Case, restored: np.ndarray) -> Prediction:
+        """The case's probabilities on its image's grid labelled, postprocessed and written (and,
+        with uncertainty, its maps: after the probabilities, the members' mutual information)."""
+        restored, disagreement = restored[:self.channels], restored[self.channels:]
         unprocessed = self.predictor.label_map(restored)
         label_map = self.rules.apply(unprocessed)
         if self.save_probabilities:
             channels = output_names(self.predictor.class_names, self.predictor.regions)
             with atomic_path(self.probabilities_path(case)) as temporary:
                 np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels))
+        if self.predictor.uncertainty:
+            self.write_uncertainty(case, restored, disagreement[0], label_map)
         path = self.label_path(case)  # last: a case is complete when its label map exists
         with atomic_path(path) as temporary:
             write_label(label_map, case.images[0], temporary, self.case_stamp(case), self.segments)
@@ -150,6 +159,18 @@ class PredictionWriter:
     def run_case(self, case: Case) -> Prediction:
         loaded = self.load(case)
         return self.finish(case, loaded, self.infer(loaded))
+
+    def write_uncertainty(self, case: Case, probabilities: np.ndarray, disagreement: np.ndarray,
+                          label_map: np.ndarray) -> None:
+        """<case>_uncertainty.npz: the case's uncertainty maps, score and uncertain volumes."""
+        units = foreground_units(len(self.predictor.class_names), self.predictor.regions)
+        voxel_mm3 = float(np.prod(voxel_spacing(case.images[0])))
+        found = case_uncertainty(probabilities, disagreement, label_map, units, self.predictor.regions is not None,
+                                 voxel_mm3)
+        write_case(self.uncertainty_path(case), found, self.predictor.class_names[1:])
+
+    def uncertainty_path(self, case: Case) -> Path:
+        return self.output_dir / f"{case.name}_uncertainty.npz"
 
     def label_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}{label_ending(case.images[0], self.output_format)}"
@@ -168,7 +189,8 @@ class PredictionWriter:
         the probabilities too where they are asked for: every file is written whole, the label map
         last, with the stamp."""
         path = self.label_path(case)
-        asked = not self.save_probabilities or self.probabilities_path(case).is_file()
+        asked = ((not self.save_probabilities or self.probabilities_path(case).is_file())
+                 and (not self.predictor.uncertainty or self.uncertainty_path(case).is_file()))
         return asked and path.is_file() and read_stamp(path) == self.case_stamp(case)
 
 

@@ -57,6 +57,8 @@ def model_record(files: Sequence[Path], predictor: Predictor, rules: Rules, post
             "ignore_label": predictor.ignore_label, "configurations": [c.plan() for c in predictor.configurations]}
     record = {"models": [{"path": str(path.resolve()), "sha256": file_digest(path)} for path in files],
               "plan": plan, "tta": predictor.tta,
+              # each configuration's (segnet.inference.temperature): the probabilities', not the label maps'
+              "temperature": [c.temperature for c in predictor.configurations],
               "postprocessing": {"rules": rules.to_json(), "from": [str(p.resolve()) for p in postprocessing_from]}}
     if predictor.previous_stage:
         checkpoints = [Path(run) / "checkpoints" / FINAL for run in predictor.previous_stage]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from monai.data import MetaTensor
@@ -96,14 +96,26 @@ def probabilities_of(logits: torch.Tensor, regions: bool = False) -> torch.Tenso
     return logits.sigmoid() if regions else logits.softmax(1)
 
 
+def flipped_probabilities(
+    predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int], regions: bool = False,
+) -> Iterator[torch.Tensor]:
+    """Test-time augmentation as nnU-Net mirrors: the probabilities (probabilities_of) of every
+    combination of flips of `axes` (the model's spatial axes of the batch), the identity first,
+    each flipped back: 4 in 2D, 8 in 3D."""
+    for n in range(len(axes) + 1):
+        for flipped in itertools.combinations(axes, n):
+            if not flipped:
+                yield probabilities_of(predict(image), regions)
+                continue
+            yield probabilities_of(predict(image.flip(list(flipped))), regions).flip(list(flipped))
+
+
 def predict_with_flips(
     predict: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor, axes: Sequence[int], regions: bool = False,
 ) -> torch.Tensor:
-    """Test-time augmentation as nnU-Net mirrors: the mean probabilities (probabilities_of) over
-    every combination of flips of `axes` (the model's spatial axes of the batch), the identity
-    included: 4 passes in 2D, 8 in 3D."""
-    combinations = [list(flipped) for n in range(len(axes) + 1) for flipped in itertools.combinations(axes, n)]
-    probabilities = probabilities_of(predict(image), regions)
-    for flipped in combinations[1:]:
-        probabilities += probabilities_of(predict(image.flip(flipped)), regions).flip(flipped)
-    return probabilities / len(combinations)
+    """The mean of flipped_probabilities."""
+    probabilities, count = None, 0
+    for each in flipped_probabilities(predict, image, axes, regions):
+        probabilities = each if probabilities is None else probabilities.add_(each)
+        count += 1
+    return probabilities / count

@@ -62,14 +62,20 @@ def predicted(output: Path, image: Path, *model: str) -> np.ndarray:
 def test_a_package_of_a_choice_predicts_with_the_tta_and_postprocessing_it_was_scored_with(choice, tmp_path):
     root, runs, best = choice
     package = tmp_path / "model.zip"
-    assert package_of(best, package)["tta"] is False
+    made = package_of(best, package)
+    fitted = json.loads(best.read_text())["temperature"]  # the configuration's, fitted on the folds' cases
+    assert made["tta"] is False and made["temperature"] == fitted and set(fitted) == {"3d"}
     image = root / "imagesTr" / "case_000.nii.gz"
     checkpoints = f"ckpt_path=[{runs[0]}/checkpoints/final.ckpt,{runs[1]}/checkpoints/final.ckpt]"
-    scored = predicted(tmp_path / "scored", image, checkpoints, "tta=false")
-    mirrored = predicted(tmp_path / "mirrored", image, checkpoints)  # a checkpoint's default: mirrored
+    scored = predicted(tmp_path / "scored", image, checkpoints, "tta=false", f"temperature={best}")
+    mirrored = predicted(tmp_path / "mirrored", image, checkpoints, f"temperature={best}")  # a checkpoint's: mirrored
     assert not np.allclose(scored, mirrored, atol=1e-3)
+    # the temperature changes the probabilities, not the labels
+    untempered = predicted(tmp_path / "untempered", image, checkpoints, "tta=false")
+    assert not np.allclose(scored, untempered, atol=1e-3) and np.array_equal(scored.argmax(0), untempered.argmax(0))
     assert np.array_equal(predicted(tmp_path / "package", image, f"exported={package}"), scored)
     record = json.loads((tmp_path / "package" / RECORD).read_text())
+    assert record["temperature"] == [fitted["3d"]]
     assert record["tta"] is False and record["postprocessing"]["rules"] == json.loads(best.read_text())[
         "postprocessing"]
     # tta given overrides the package's

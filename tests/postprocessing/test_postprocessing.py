@@ -160,9 +160,10 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
         return probabilities
 
     monkeypatch.setattr(Evaluator, "predict", with_an_island)
-    for given in ("auto", "none"):
+    for given, temperature in (("auto", 1), ("none", 2)):
         evaluate_command(compose_config([f"data.root={root}", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
-                                         "op=cpp", f"postprocessing={given}"], output_dir=tmp_path / given,
+                                         "op=cpp", f"postprocessing={given}", f"temperature={temperature}"],
+                                        output_dir=tmp_path / given,
                                         name="evaluate"))
     assert set(class_components(tmp_path / "auto" / "predictions", 1)) == {1}
     assert min(class_components(tmp_path / "none" / "predictions", 1)) >= 2
@@ -178,6 +179,11 @@ def test_postprocess_decides_on_the_validation_cases_and_evaluation_applies_it(t
     assert ruled["without_postprocessing"]["foreground_mean"] == plain["foreground_mean"]
     assert ruled["foreground_mean"]["Dice"] > plain["foreground_mean"]["Dice"]
     assert plain["evaluated"]["postprocessing"]["optimistic"] is False and "without_postprocessing" not in plain
+    # the probabilities' calibration, before the rules, and its picture; a temperature changes it, not the labels
+    # (the Dice without the rules above is the same)
+    assert plain["evaluated"]["temperature"] == 2 and 0 < plain["calibration"]["foreground"]["ECE"] < 0.5
+    assert ruled["calibration"]["foreground"]["Brier"] != plain["calibration"]["foreground"]["Brier"]
+    assert set(plain["calibration"]["per_class"]) == {"1", "2"} and (tmp_path / "none" / "reliability.png").is_file()
 
 
 def test_a_dataset_that_numbers_the_classes_otherwise_is_refused_before_anything_is_decided(tmp_path):
