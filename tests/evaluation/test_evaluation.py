@@ -322,7 +322,8 @@ def test_evaluate_script_end_to_end(tmp_path, layout, spatial_dims):
     trained = json.loads((tmp_path / "train" / "splits.json").read_text())["train"]
     assert summary["evaluated"]["trained_on"] == sorted(trained) and len(trained) == 3
     assert "3 of the 4 case(s) scored (data.split=all) are cases" in result.stdout + result.stderr
-    assert "with test-time mirroring (tta=true; training's validation Dice is without it" in result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "with test-time mirroring (tta=true; training's validation Dice is without it" in said
     assert set(summary["mean"]) == {"1", "2"} and set(summary["foreground_mean"]) == set(METRICS)
     for case in summary["metric_per_case"]:
         assert case["reference_file"].endswith(".nii.gz") and case["prediction_file"].endswith(".nii.gz")
