@@ -1,15 +1,15 @@
 """How close segnet-predict comes to the network's own time on a folder of cases and, with
 --nnunet, how close nnU-Net v2's predictor comes to its own.
 
-    python scripts/bench_predict.py [--cases 6] [--quick] [--background 0.6] [--work DIR] [--onnx] [--nnunet]
+    python scripts/bench_predict.py [--cases 6] [--quick] [--background 0.9] [--work DIR] [--onnx] [--nnunet]
 
 Cases: bench_data.py's generated brain-MRI-sized heads (192 x 224 x 192 at 1 mm; --quick: 48^3),
-kept in --work; with --background SHARE, each head centred in a larger field of view of air (exact
-zeros, as a padded export leaves it) so that SHARE of its voxels are background. The model: the
-default edge_unet in 3D, 4 classes, its weights seeded (what it predicts does not matter, only what
-it costs), planned to crop each case to its non-zero box (nnU-Net's crop), sliding windows of
-128^3 (--quick: 32^3), no flips, on the CPU. All measured in one run, so that their ratios hold on
-a noisy machine:
+kept in --work, 62 % of their voxels zero around the head; with --background SHARE (above that),
+each case centred in a larger field of view of air (exact zeros, as a padded export leaves it) so
+that SHARE of its voxels are background. The model: the default edge_unet in 3D, 4 classes, its
+weights seeded (what it predicts does not matter, only what it costs), planned to crop each case
+to its non-zero box (nnU-Net's crop), sliding windows of 128^3 (--quick: 32^3), no flips, on the
+CPU. All measured in one run, so that their ratios hold on a noisy machine:
 
 - the network alone: PredictionWriter.infer, the sliding-window forward passes over each case,
   its images loaded beforehand: the floor;
@@ -178,7 +178,7 @@ def onnx_times(onnx: Path, folder: Path, images: list[Path], work: Path) -> dict
 def with_background(pool: Path, names: list[str], share: float) -> Path:
     """A folder of the pool's images, each centred in a field of view of zeros (air) large enough
     that `share` of its voxels are zero (the generated heads, ellipsoids in their box, already leave
-    about half); made once per share."""
+    62 %); made once per share."""
     from segnet.generated.phantom import affine_for
 
     folder = pool / f"background{round(share * 100)}"
