@@ -1,17 +1,24 @@
 """How close segnet-predict comes to the network's own time on a folder of cases and, with
 --nnunet, how close nnU-Net v2's predictor comes to its own.
 
-    python scripts/bench_predict.py [--cases 6] [--quick] [--work DIR] [--nnunet]
+    python scripts/bench_predict.py [--cases 6] [--quick] [--background 0.9] [--work DIR] [--onnx] [--nnunet]
 
 Cases: bench_data.py's generated brain-MRI-sized heads (192 x 224 x 192 at 1 mm; --quick: 48^3),
-kept in --work. The model: the default edge_unet in 3D, 4 classes, its weights seeded (what it
-predicts does not matter, only what it costs), sliding windows of 128^3 (--quick: 32^3), no
-flips, on the CPU. All measured in one run, so that their ratios hold on a noisy machine:
+kept in --work, 62 % of their voxels zero around the head; with --background SHARE (above that),
+each case centred in a larger field of view of air (exact zeros, as a padded export leaves it) so
+that SHARE of its voxels are background. The model: the default edge_unet in 3D, 4 classes, its
+weights seeded (what it predicts does not matter, only what it costs), planned to crop each case
+to its non-zero box (nnU-Net's crop), sliding windows of 128^3 (--quick: 32^3), no flips, on the
+CPU. All measured in one run, so that their ratios hold on a noisy machine:
 
 - the network alone: PredictionWriter.infer, the sliding-window forward passes over each case,
   its images loaded beforehand: the floor;
 - sequential: segnet-predict with num_workers=0 (load, infer, restore and write one after another);
 - pipelined: segnet-predict with num_workers=2 (loader processes and a writer thread alongside).
+
+With --onnx (the `onnx` extra), the same network exported once with segnet-export's export_onnx:
+- ONNX Runtime: network alone: as the floor above, the exported graph run by ONNX Runtime;
+- ONNX Runtime: pipelined: segnet-predict model=PATH.onnx with num_workers=2.
 
 With --nnunet (the `peer` extra: pip install -e ".[peer]"), the same run also times nnU-Net v2's
 nnUNetPredictor on the same image files, set up in code as its trainer would leave it: a plan
@@ -29,26 +36,32 @@ threads, on the CPU:
 - nnU-Net: predict_from_files: its predictor end to end on the files, with 2 preprocessing and
   2 export processes (its pipelined path on 2 cores, as segnet's num_workers=2).
 
-Prints a Markdown table of seconds per case and each path's ratio to its own tool's floor, and
-with --nnunet a line saying what was compared.
+Prints a line saying what each group of rows compares, then a Markdown table of seconds per
+case and each path's ratio to its own group's floor.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import nibabel as nib
+import numpy as np
 import torch
 from peer_nnunet import point_nnunet_at, require_nnunet  # scripts/: Python puts this script's folder first on its path
 
 if TYPE_CHECKING:  # nnunetv2 is the optional peer extra, imported only with --nnunet
     from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
+
+    from segnet.inference.trained_model import TrainedModel
 
 # MONAI, Hydra and segnet's model and inference (and bench_data, which imports them) are imported
 # where they are used: nnU-Net's predictor spawns its workers, and each imports this script anew;
@@ -85,21 +98,30 @@ def write_model(path: Path, window: int) -> Path:
     net = build_network(model, "python")
     normalization = [{"channel": "MRI", "scheme": "zscore", "nonzero": True}]
     data = {"spatial_dims": 3, "in_channels": 1, "num_classes": len(CLASSES), "class_names": CLASSES,
-            "ignore_label": None, "normalization": normalization, "orientation": "RAS", "spacing": [1.0, 1.0, 1.0]}
+            "ignore_label": None, "normalization": normalization, "orientation": "RAS", "spacing": [1.0, 1.0, 1.0],
+            "crop": "nonzero"}
     inference = {"roi_size": [window] * 3, "sw_batch_size": 2, "overlap": OVERLAP}
     torch.save({"state_dict": {f"net.{k}": v for k, v in net.state_dict().items()},
                 "hyper_parameters": {"model": model, "data": data, "inference": inference}}, path)
     return path
 
 
-def network_seconds(checkpoint: Path, images: list[Path]) -> float:
+def write_onnx(checkpoint: Path) -> Path:
+    """The checkpoint's network as segnet-export format=onnx writes it, beside the checkpoint."""
+    from segnet.export.onnx_export import export_onnx
+    from segnet.inference.loading import load_for_inference
+
+    output = checkpoint.with_suffix(".onnx")
+    export_onnx(load_for_inference(checkpoint, "cpu", "python"), output)
+    return output
+
+
+def network_seconds(model: TrainedModel, images: list[Path]) -> float:
     """The sliding-window forward passes alone, over every case, its loading done beforehand."""
     from segnet.data.dataset_json import Case
     from segnet.inference.ensemble import Predictor
-    from segnet.inference.loading import load_for_inference
     from segnet.inference.prediction_writer import PredictionWriter
 
-    model = load_for_inference(checkpoint, "cpu", "auto")
     writer = PredictionWriter(Predictor([model]), Path(tempfile.mkdtemp()))
     loaded = [writer.load(Case(path.name, (str(path),), None)) for path in images]
     warm_up(model.net, model.inference["roi_size"])
@@ -109,21 +131,22 @@ def network_seconds(checkpoint: Path, images: list[Path]) -> float:
     return time.perf_counter() - start
 
 
-def warm_up(network: torch.nn.Module, window: list[int]) -> None:
+def warm_up(network: Callable[[torch.Tensor], torch.Tensor], window: list[int]) -> None:
     """One untimed forward pass of a window, so that neither floor pays the first call's set-up."""
     with torch.no_grad():
         network(torch.zeros(1, 1, *window))
 
 
-def predict_seconds(checkpoint: Path, images: Path, output: Path, workers: int) -> float:
-    """segnet-predict's work on the folder, as its command composes it."""
+def predict_seconds(model: str, images: Path, output: Path, workers: int) -> float:
+    """segnet-predict's work on the folder, as its command composes it; model: its override,
+    ckpt_path=CKPT or exported=PATH.onnx (what model=PATH.onnx on its command line becomes)."""
     from hydra import compose, initialize_config_dir
 
     from segnet.config import CONF
     from segnet.inference.predict import predict_command
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
-        cfg = compose(config_name="predict", overrides=[f"ckpt_path={checkpoint}", f"input={images}",
+        cfg = compose(config_name="predict", overrides=[model, f"input={images}",
                                                         f"output={output}", "tta=false", f"num_workers={workers}",
                                                         "device=cpu"])
     start = time.perf_counter()
@@ -133,11 +156,46 @@ def predict_seconds(checkpoint: Path, images: Path, output: Path, workers: int) 
 
 def segnet_times(checkpoint: Path, folder: Path, images: list[Path], work: Path) -> dict[str, float]:
     """Seconds of each of segnet's paths over the cases (the images, in folder), the floor first."""
-    timed = {"network alone (the floor)": network_seconds(checkpoint, images)}
+    from segnet.inference.loading import load_for_inference
+
+    timed = {"network alone (the floor)": network_seconds(load_for_inference(checkpoint, "cpu", "auto"), images)}
     for workers in (0, WORKERS):
         name = "sequential (num_workers=0)" if workers == 0 else f"pipelined (num_workers={workers})"
-        timed[name] = predict_seconds(checkpoint, folder, work / f"out{workers}", workers)
+        timed[name] = predict_seconds(f"ckpt_path={checkpoint}", folder, work / f"out{workers}", workers)
     return timed
+
+
+def onnx_times(onnx: Path, folder: Path, images: list[Path], work: Path) -> dict[str, float]:
+    """Seconds of segnet's paths with the ONNX file over the cases, ONNX Runtime's floor first."""
+    from segnet.inference.exported import load_exported
+
+    model = load_exported(onnx, torch.device("cpu"))
+    return {"ONNX Runtime: network alone (its floor)": network_seconds(model, images),
+            f"ONNX Runtime: pipelined (num_workers={WORKERS})": predict_seconds(f"exported={onnx}", folder,
+                                                                              work / "out_onnx", WORKERS)}
+
+
+def with_background(pool: Path, names: list[str], share: float) -> Path:
+    """A folder of the pool's images, each centred in a field of view of zeros (air) large enough
+    that `share` of its voxels are zero (the generated heads, ellipsoids in their box, already leave
+    62 %); made once per share."""
+    from segnet.generated.phantom import affine_for
+
+    folder = pool / f"background{round(share * 100)}"
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        path = folder / f"{name}.nii.gz"
+        if path.is_file():
+            continue
+        head = np.asarray(nib.load(pool / "imagesTr" / f"{name}.nii.gz").dataobj)
+        scale = (np.count_nonzero(head) / (1 - share) / head.size) ** (1 / 3)
+        if scale < 1:
+            raise SystemExit(f"--background {share}: the generated cases are already {background_share(head):.0%} "
+                             "background; give a larger share")
+        field = [math.ceil(side * scale) for side in head.shape]
+        image = np.pad(head, [((f - s) // 2, f - s - (f - s) // 2) for f, s in zip(field, head.shape, strict=True)])
+        nib.save(nib.Nifti1Image(image, affine_for((1.0, 1.0, 1.0), "RAS", image.shape)), path)
+    return folder
 
 
 def nnunet_dataset() -> dict:
@@ -249,22 +307,32 @@ def point_nnunet_here(work: Path) -> None:
     point_nnunet_at(work / "nnunet")
 
 
+def background_share(image: np.ndarray) -> float:
+    return 1 - np.count_nonzero(image) / image.size
+
+
 def table_rows(timed: dict[str, float], cases: int) -> list[str]:
     """A tool's rows: seconds per case, and each path's ratio to the first, the tool's floor."""
     floor = next(iter(timed.values()))
     return [f"| {name} | {seconds / cases:.2f} | {seconds / floor:.2f}x |" for name, seconds in timed.items()]
 
 
-def compared(checkpoint: Path, predictor: nnUNetPredictor, window: int) -> str:
-    """What the two tools' rows compare."""
+def compared(checkpoint: Path, predictor: nnUNetPredictor | None, onnx: bool, window: int) -> str:
+    """What each group of rows compares."""
     from segnet.inference.loading import load_for_inference
 
     segnet = parameter_count(load_for_inference(checkpoint, "cpu", "auto").net)
-    return (f"Compared: segnet's edge_unet ({segnet:,} parameters) and nnU-Net's PlainConvUNet "
-            f"({parameter_count(predictor.network):,} parameters), each against its own floor; windows {window}^3 "
-            f"at overlap {OVERLAP} (nnU-Net's tile_step_size {predictor.tile_step_size}), Gaussian-weighted; "
-            f"mirroring off; segnet's pipelined path {WORKERS} loader workers, nnU-Net's {WORKERS} preprocessing "
-            f"and {WORKERS} export processes.")
+    groups = [f"segnet's edge_unet ({segnet:,} parameters) in torch, cropped to the non-zero box, alone and in "
+              f"segnet-predict ckpt_path=, with num_workers=0 and {WORKERS}"]
+    if onnx:
+        groups.append(f"the same network exported to ONNX, alone in ONNX Runtime and in segnet-predict model=PATH.onnx "
+                      f"with num_workers={WORKERS}")
+    if predictor is not None:
+        groups.append(f"nnU-Net's PlainConvUNet ({parameter_count(predictor.network):,} parameters), cropped to the "
+                      f"non-zero box, alone and in predict_from_files with {WORKERS} preprocessing and {WORKERS} "
+                      f"export processes (tile_step_size {predictor.tile_step_size})")
+    return (f"Compared, each group against its own floor: {'; '.join(groups)}. Windows {window}^3 at overlap "
+            f"{OVERLAP}, Gaussian-weighted; mirroring off.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,8 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="48^3 cases, 32^3 windows (seconds)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "segnet-bench-predict")
+    parser.add_argument("--background", type=float, default=0.0,
+                        help="the share of each case's voxels that are air around the head, 0 to below 1")
+    parser.add_argument("--onnx", action="store_true", help="also the network exported to ONNX (the onnx extra)")
     parser.add_argument("--nnunet", action="store_true", help="also nnU-Net v2's predictor (the peer extra)")
     args = parser.parse_args(argv)
+    if not 0 <= args.background < 1:
+        parser.error(f"--background {args.background}: give the air's share of a case, from 0 up to below 1")
     if args.nnunet:
         require_nnunet()
     from bench_data import ensure_cases
@@ -284,19 +357,24 @@ def main(argv: list[str] | None = None) -> int:
     shape, window = SIZES["quick" if args.quick else "full"]
     pool = args.work / "x".join(map(str, shape))
     names = ensure_cases(pool, shape, args.cases)
-    images = [pool / "imagesTr" / f"{name}.nii.gz" for name in names]
+    folder = with_background(pool, names, args.background) if args.background else pool / "imagesTr"
+    images = [folder / f"{name}.nii.gz" for name in names]
     checkpoint = write_model(args.work / "model.ckpt", window)
-    table = table_rows(segnet_times(checkpoint, pool / "imagesTr", images, args.work), args.cases)
+    table = table_rows(segnet_times(checkpoint, folder, images, args.work), args.cases)
+    if args.onnx:
+        table += table_rows(onnx_times(write_onnx(checkpoint), folder, images, args.work), args.cases)
+    predictor = None
     if args.nnunet:
         point_nnunet_here(args.work)
         with contextlib.redirect_stdout(sys.stderr):  # nnU-Net's progress lines; stdout is the table's
             predictor = nnunet_predictor(window, images[0])
             table += table_rows(nnunet_times(predictor, images, args.work), args.cases)
-    print(f"{args.cases} cases of {' x '.join(map(str, shape))}, windows {window}^3, "
+    first = np.asarray(nib.load(images[0]).dataobj)
+    print(f"{args.cases} cases of {' x '.join(map(str, shape))} in a field of {' x '.join(map(str, first.shape))} "
+          f"({background_share(first):.0%} of the first background), windows {window}^3, "
           f"torch threads {torch.get_num_threads()}, CPU\n")
-    if args.nnunet:
-        print(compared(checkpoint, predictor, window) + "\n")
-    print("| path | s per case | vs the floor |\n|---|---|---|")
+    print(compared(checkpoint, predictor, args.onnx, window) + "\n")
+    print("| path | s per case | vs its floor |\n|---|---|---|")
     print("\n".join(table))
     return 0
 
