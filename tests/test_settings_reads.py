@@ -18,7 +18,8 @@ SETTINGS = frozenset({"patch_size", "configuration", "spacing", "orientation", "
                       "spatial_dims"})
 OWNERS = ("segnet/planning/", "segnet/training/run_config.py", "segnet/checkpoints/settings.py",
           "segnet/checkpoints/reading.py",
-          "segnet/nnunet/")  # nnU-Net's plans, whose keys bear these names, made into a run's settings
+          "segnet/nnunet/",  # nnU-Net's plans, whose keys bear these names, made into a run's settings
+          "segnet/training/nnunet_fine_tuning.py")  # ... and carried into a run fine-tuned from one
 # Reads of these names that are no run's settings: a case's own voxel spacing.
 NOT_THE_RUN = {
     "segnet/training/module.py": {"batch['spacing']"},  # a batch's cases', from the preprocessed cache
