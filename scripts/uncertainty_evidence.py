@@ -47,6 +47,7 @@ from segnet.command_runs import folder_training, run_command
 from segnet.evaluation.calibration import Calibration
 from segnet.generated.heads import CLASS_NAMES, REGIONS, SPACING, heads_case, write_heads_dataset
 from segnet.generated.phantom import affine_for, write_case, write_dataset_json
+from segnet.inference.uncertainty import BAND
 
 TEST_SEED = 1000  # the test heads are other draws (anatomy and scanner) than the training heads'
 FOLDS = len(REGIONS)
@@ -55,6 +56,8 @@ NOISE = 0.5  # the added noise's standard deviation, in units of the brain's int
 BLUR = 2.0  # voxels in-plane: the blur's standard deviation
 SCALE = 10.0  # every intensity times this
 KEPT = 0.6  # the cropped field of view keeps this share of the head's extent along the first axis
+SCORES = {"score": "uncertainty.csv's score (uncertain voxels over uncertain or labelled ones)",
+          "disagreement": "the members' mean mutual information over those voxels"}
 COMPARED = ("every prediction mirrored over both in-plane axes as segnet-predict predicts, no postprocessing; "
             "the cross-validation by each fold's model on its validation cases, the test and corrupted cases by the "
             "5 folds' ensemble (and each fold's model for calibration); one evaluator (segnet's score_case)")
@@ -165,9 +168,23 @@ def predict(checkpoints: list[str], images: Path, output: Path, temperature: str
     return output / "predicted"
 
 
-def case_scores(predicted: Path) -> dict[str, float]:
+def case_scores(predicted: Path) -> dict[str, dict[str, float]]:
+    """Each case's uncertainty.csv score and its disagreement (SCORES)."""
     with open(predicted / "uncertainty.csv") as handle:
-        return {row["case"]: float(row["score"]) for row in csv.DictReader(handle)}
+        written = {row["case"]: float(row["score"]) for row in csv.DictReader(handle)}
+    return {case: {"score": value, "disagreement": disagreement(predicted, case)} for case, value in written.items()}
+
+
+def disagreement(predicted: Path, case: str) -> float:
+    """The members' mutual information (normalized, as written) averaged over the voxels the score
+    counts: uncertain for a foreground class or labelled one."""
+    with np.load(predicted / f"{case}.npz") as saved:
+        probabilities = saved["probabilities"]
+    with np.load(predicted / f"{case}_uncertainty.npz") as saved:
+        information = saved["mutual_information"]
+    foreground = probabilities[1:]
+    counted = (((foreground >= BAND) & (foreground <= 1 - BAND)).any(0)) | (probabilities.argmax(0) > 0)
+    return float(information[counted].mean()) if counted.any() else 0.0
 
 
 def case_dice(predicted: Path, dataset: Path, cases: list[str]) -> dict[str, float]:
@@ -215,24 +232,30 @@ def auroc(positives: list[float], negatives: list[float]) -> float:
     return float(stats.mannwhitneyu(positives, negatives).statistic / (len(positives) * len(negatives)))
 
 
+def spearman(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each score's rank correlation with the cases' Dice (a useful score's is negative)."""
+    found = {}
+    for name in SCORES:
+        rho, p = stats.spearmanr([row[name] for row in rows], [row["dice"] for row in rows])
+        found[name] = {"rho": float(rho), "p": float(p)}
+    return found
+
+
 def cross_validation(output: Path, dataset: Path, runs: list[Path], temperature: str) -> dict[str, Any]:
     splits = json.loads((dataset / "splits_final.json").read_text())
-    score, dice, fold_of = {}, {}, {}
+    rows = []
     for fold, run in enumerate(runs):
+        cases = splits[fold]["val"]
         images = output / "cv" / f"fold{fold}_images"  # beside the predictions: predict() starts its folder afresh
         images.mkdir(parents=True, exist_ok=True)
-        for case in splits[fold]["val"]:
+        for case in cases:
             link = images / f"{case}.nii.gz"
             if not link.exists():
                 link.symlink_to(dataset / "imagesTr" / link.name)
         predicted = predict([final_checkpoint(run)], images, output / "cv" / f"fold{fold}", temperature)
-        score |= case_scores(predicted)
-        dice |= case_dice(predicted, dataset, splits[fold]["val"])
-        fold_of |= {case: fold for case in splits[fold]["val"]}
-    cases = sorted(score)
-    rho, p = stats.spearmanr([score[c] for c in cases], [dice[c] for c in cases])
-    return {"cases": [{"case": c, "fold": fold_of[c], "score": score[c], "dice": dice[c]} for c in cases],
-            "spearman": float(rho), "p": float(p)}
+        found, dice = case_scores(predicted), case_dice(predicted, dataset, cases)
+        rows += [{"case": case, "fold": fold, **found[case], "dice": dice[case]} for case in cases]
+    return {"cases": rows, "spearman": spearman(rows)}
 
 
 def held_out_calibration(output: Path, test: Path, runs: list[Path], temperature: str) -> dict[str, Any]:
@@ -259,42 +282,47 @@ def corruption_study(output: Path, test: Path, runs: list[Path], temperature: st
     groups = {}
     for kind, dataset in [("clean", test)] + [(kind, corrupted_heads(output, test, kind)) for kind in CORRUPTIONS]:
         predicted = predict(ensemble, dataset / "imagesTr", output / "corrupted_predictions" / kind, temperature)
-        groups[kind] = {"score": case_scores(predicted), "dice": case_dice(predicted, dataset, names)}
+        found, dice = case_scores(predicted), case_dice(predicted, dataset, names)
+        groups[kind] = [{"case": case, **found[case], "dice": dice[case]} for case in names]
     clean = groups["clean"]
     rows = {}
     for kind in CORRUPTIONS:
-        group = groups[kind]
-        rows[kind] = {
-            "auroc": auroc([group["score"][c] for c in names], [clean["score"][c] for c in names]),
-            "above_own_clean": float(np.mean([group["score"][c] > clean["score"][c] for c in names])),
-            "dice_change": float(np.mean([group["dice"][c] - clean["dice"][c] for c in names])),
-        }
-    pooled = [(g["score"][c], g["dice"][c]) for g in groups.values() for c in names]
-    rho, p = stats.spearmanr(*zip(*pooled, strict=True))
-    return {"groups": groups, "rows": rows, "spearman_all": float(rho), "p_all": float(p)}
+        copies = groups[kind]
+        pairs = list(zip(copies, clean, strict=True))  # each copy beside its own clean case
+        rows[kind] = {"dice_change": float(np.mean([copy["dice"] - own["dice"] for copy, own in pairs]))}
+        for name in SCORES:
+            rows[kind][name] = {
+                "auroc": auroc([row[name] for row in copies], [row[name] for row in clean]),
+                "above_own_clean": float(np.mean([copy[name] > own[name] for copy, own in pairs]))}
+    return {"groups": groups, "rows": rows, "spearman": spearman([row for group in groups.values() for row in group])}
 
 
 def report(result: dict[str, Any], output: Path) -> str:
     cv, test, corrupted = result["cross_validation"], result["test"], result["corrupted"]
+    temperatures = ", ".join(f"{name} {value:.3f}" for name, value in result["temperature"].items())
     lines = [f"# Uncertainty and calibration: {result['cases']} heads in 5 folds, {result['test_cases']} test heads, "
              f"{result['steps']} steps a fold", "", f"Compared: {COMPARED}.", "",
-             f"Temperature fitted by segnet-find-best-configuration on the out-of-fold probabilities: "
-             f"{result['temperature']}.", "",
-             "| model (test heads) | ECE: T = 1 | fitted T | change [95 %] | Brier: T = 1 | fitted T | change [95 %] "
-             "| NLL: T = 1 | fitted T | change [95 %] |", "|---" * 10 + "|"]
+             f"The temperature segnet-find-best-configuration fitted on the out-of-fold probabilities: {temperatures}.",
+             "", "| model, on the test heads | metric | T = 1 | fitted T | change [95 %] |", "|---|---|---|---|---|"]
     for model, row in test["models"].items():
-        cells = [f"{row[m]['before']:.4f} | {row[m]['after']:.4f} | {row[m]['after'] - row[m]['before']:+.4f} "
-                 f"[{row[m]['ci_low']:+.4f}, {row[m]['ci_high']:+.4f}]" for m in ("ECE", "Brier", "NLL")]
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    lines += ["", f"Cross-validation ({len(cv['cases'])} cases, each by the fold that did not train on it): "
-              f"Spearman's rho of the score with the Dice {cv['spearman']:+.3f} (p {cv['p']:.2g}).", "",
-              "| corruption | what | mean Dice change | AUROC, copies vs clean | copies scoring above their clean case |",
-              "|---|---|---|---|---|"]
+        for metric in ("ECE", "Brier", "NLL"):
+            m = row[metric]
+            lines.append(f"| {model} | {metric} | {m['before']:.4f} | {m['after']:.4f} | "
+                         f"{m['after'] - m['before']:+.4f} [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |")
+    header = ["score", "Spearman with Dice, cross-validation", "Spearman with Dice, test heads clean and corrupted",
+              *(f"AUROC {kind}" for kind in CORRUPTIONS)]
+    lines += ["", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for name, what in SCORES.items():
+        aurocs = " | ".join(f"{corrupted['rows'][kind][name]['auroc']:.2f}" for kind in CORRUPTIONS)
+        correlations = " | ".join(f"{found[name]['rho']:+.3f} (p {found[name]['p']:.2g})"
+                                  for found in (cv["spearman"], corrupted["spearman"]))
+        lines.append(f"| {name}: {what} | {correlations} | {aurocs} |")
+    lines += ["", "| corruption | what | mean Dice change | " + " | ".join(f"{name}: copies above their clean case"
+                                                                         for name in SCORES) + " |",
+              "|---" * (3 + len(SCORES)) + "|"]
     for kind, row in corrupted["rows"].items():
-        lines.append(f"| {kind} | {CORRUPTIONS[kind][0]} | {row['dice_change']:+.3f} | {row['auroc']:.2f} | "
-                     f"{row['above_own_clean']:.0%} |")
-    lines += ["", f"Over the test heads, clean and corrupted together: Spearman's rho of the score with the Dice "
-              f"{corrupted['spearman_all']:+.3f} (p {corrupted['p_all']:.2g})."]
+        lines.append(f"| {kind} | {CORRUPTIONS[kind][0]} | {row['dice_change']:+.3f} | "
+                     + " | ".join(f"{row[name]['above_own_clean']:.0%}" for name in SCORES) + " |")
     text = "\n".join(lines) + "\n"
     (output / "uncertainty.md").write_text(text)
     return text
@@ -307,10 +335,11 @@ def plot(result: dict[str, Any], output: Path) -> None:
     import matplotlib.pyplot as plt
 
     reliability = result["test"]["reliability"]
+    fitted = ", ".join(f"{value:.2f}" for value in result["temperature"].values())
     figure, axes = plt.subplots(1, len(CLASS_NAMES) - 1, figsize=(5 * (len(CLASS_NAMES) - 1), 4.5), squeeze=False)
     for unit, axis in enumerate(axes[0]):
         axis.plot([0, 1], [0, 1], color="grey", linewidth=0.8)
-        for tempered, label in (("before", "T = 1"), ("after", f"fitted T = {result['temperature']['2d']:.2f}")):
+        for tempered, label in (("before", "T = 1"), ("after", f"fitted T = {fitted}")):
             bins = reliability[tempered][unit]
             axis.plot(bins["probability"], bins["frequency"], marker="o", label=label)
         axis.set(title=f"{CLASS_NAMES[unit + 1]}: ensemble on the test heads", xlabel="predicted probability",
@@ -321,26 +350,27 @@ def plot(result: dict[str, Any], output: Path) -> None:
     plt.close(figure)
 
     cv = result["cross_validation"]
-    figure, axis = plt.subplots(figsize=(6, 4.5))
-    for fold in range(FOLDS):
-        mine = [row for row in cv["cases"] if row["fold"] == fold]
-        axis.scatter([r["score"] for r in mine], [r["dice"] for r in mine], label=f"fold {fold} ({REGIONS[fold].name})")
-    axis.set(title=f"Cross-validation: Spearman {cv['spearman']:+.2f}", xlabel="uncertainty score (higher: less sure)",
-             ylabel="Dice (mean over classes)")
-    axis.legend(fontsize=8)
+    figure, axes = plt.subplots(1, len(SCORES), figsize=(6 * len(SCORES), 4.5), squeeze=False)
+    for axis, name in zip(axes[0], SCORES, strict=True):
+        for fold in range(FOLDS):
+            mine = [row for row in cv["cases"] if row["fold"] == fold]
+            axis.scatter([r[name] for r in mine], [r["dice"] for r in mine],
+                         label=f"fold {fold} ({REGIONS[fold].name})")
+        axis.set(title=f"Cross-validation: Spearman {cv['spearman'][name]['rho']:+.2f}",
+                 xlabel=f"{name} (higher: less sure)", ylabel="Dice (mean over classes)")
+        axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(output / "uncertainty-score-vs-dice.png", dpi=100)
     plt.close(figure)
 
-    groups = result["corrupted"]["groups"]
-    figure, axis = plt.subplots(figsize=(7, 4.5))
-    for x, (kind, group) in enumerate(groups.items()):
-        values = list(group["score"].values())
-        axis.scatter(np.full(len(values), x) + np.linspace(-0.15, 0.15, len(values)), values, s=14)
-    axis.set_xticks(range(len(groups)), [kind if kind == "clean" else
-                                        f"{kind}\nAUROC {result['corrupted']['rows'][kind]['auroc']:.2f}"
-                                        for kind in groups])
-    axis.set(title="Test heads and their corrupted copies (ensemble, fitted T)", ylabel="uncertainty score")
+    groups, rows = result["corrupted"]["groups"], result["corrupted"]["rows"]
+    figure, axes = plt.subplots(1, len(SCORES), figsize=(7 * len(SCORES), 4.5), squeeze=False)
+    for axis, name in zip(axes[0], SCORES, strict=True):
+        for x, group in enumerate(groups.values()):
+            axis.scatter(x + np.linspace(-0.15, 0.15, len(group)), [row[name] for row in group], s=14)
+        ticks = [kind if kind == "clean" else f"{kind}\nAUROC {rows[kind][name]['auroc']:.2f}" for kind in groups]
+        axis.set_xticks(range(len(groups)), ticks)
+        axis.set(title="Test heads and corrupted copies (ensemble, fitted T)", ylabel=name)
     figure.tight_layout()
     figure.savefig(output / "uncertainty-corrupted.png", dpi=100)
     plt.close(figure)

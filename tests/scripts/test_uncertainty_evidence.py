@@ -77,7 +77,7 @@ def test_a_saved_prediction_s_calibration_sums_and_nll(evidence, tmp_path):
     np.savez(tmp_path / "predicted" / "case.npz", probabilities=probabilities)
     sums, nll, voxels = evidence.case_calibration(tmp_path / "predicted", tmp_path, "case")
     assert voxels == label.size
-    assert nll == pytest.approx((30 * np.log(2) + 2 * -np.log(1e-7)))
+    assert nll == pytest.approx(30 * np.log(2) + 2 * -np.log(1e-7))
     expected = Calibration.of(probabilities, label.astype(np.int64), [(1,), (2,)])
     assert np.array_equal(sums.hits, expected.hits) and sums.foreground_ece() == expected.foreground_ece()
 
@@ -109,3 +109,17 @@ def test_auroc_is_the_chance_that_a_positive_scores_above_a_negative(evidence):
     assert evidence.auroc([0.1, 0.2], [0.8, 0.9]) == 0.0
     assert evidence.auroc([0.5, 0.5], [0.5, 0.5]) == 0.5
     assert evidence.auroc([0.4, 0.9], [0.5, 0.6]) == 0.5
+
+
+def test_disagreement_averages_the_mutual_information_where_the_score_looks(evidence, tmp_path):
+    probabilities = np.zeros((3, 4, 1, 1))
+    probabilities[:, 0] = [[1.0], [0.0], [0.0]]  # sure background: not counted
+    probabilities[:, 1] = [[0.0], [1.0], [0.0]]  # labelled class 1, sure
+    probabilities[:, 2] = [[0.5], [0.5], [0.0]]  # uncertain for class 1
+    probabilities[:, 3] = [[0.95], [0.0], [0.05]]  # background, sure enough for each class
+    information = np.array([0.9, 0.2, 0.4, 0.8]).reshape(4, 1, 1)
+    np.savez(tmp_path / "case.npz", probabilities=probabilities)
+    np.savez(tmp_path / "case_uncertainty.npz", mutual_information=information)
+    assert evidence.disagreement(tmp_path, "case") == pytest.approx(0.3)
+    np.savez(tmp_path / "case.npz", probabilities=probabilities[:, [0]])
+    assert evidence.disagreement(tmp_path, "case") == 0.0  # nothing labelled or uncertain
