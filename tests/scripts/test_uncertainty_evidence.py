@@ -113,10 +113,10 @@ def test_auroc_is_the_chance_that_a_positive_scores_above_a_negative(evidence):
 
 def test_disagreement_averages_the_mutual_information_where_the_score_looks(evidence, tmp_path):
     probabilities = np.zeros((3, 4, 1, 1))
-    probabilities[:, 0] = [[1.0], [0.0], [0.0]]  # sure background: not counted
-    probabilities[:, 1] = [[0.0], [1.0], [0.0]]  # labelled class 1, sure
-    probabilities[:, 2] = [[0.5], [0.5], [0.0]]  # uncertain for class 1
-    probabilities[:, 3] = [[0.95], [0.0], [0.05]]  # background, sure enough for each class
+    probabilities[:, 0, 0, 0] = [1.0, 0.0, 0.0]  # sure background: not counted
+    probabilities[:, 1, 0, 0] = [0.0, 1.0, 0.0]  # labelled class 1, sure
+    probabilities[:, 2, 0, 0] = [0.5, 0.5, 0.0]  # uncertain for class 1
+    probabilities[:, 3, 0, 0] = [0.95, 0.0, 0.05]  # background, sure enough for each class
     information = np.array([0.9, 0.2, 0.4, 0.8]).reshape(4, 1, 1)
     np.savez(tmp_path / "case.npz", probabilities=probabilities)
     np.savez(tmp_path / "case_uncertainty.npz", mutual_information=information)
