@@ -21,7 +21,7 @@ PACKAGE = ROOT / "segnet"
 LAYERS = (
     ("import_hooks",),
     ("errors", "files", "cluster", "metrics", "monai_import", "library_output", "progress"),
-    ("topology_metrics",),
+    ("topology_metrics", "fold_numbers"),
     ("data",),
     ("checkpoints",),  # a run's settings load its images as data does (segnet.checkpoints.settings)
     ("nnunet",),  # nnU-Net's folders, plans, checkpoints and network: what a model, a run or a prediction reads

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.paths import checkpoint_paths, run_folder
 from segnet.errors import ConfigError
+from segnet.fold_numbers import fold_numbers
 from segnet.inference.export_files import metadata_path
 from segnet.inference.package import package_checkpoints, package_tta
 from segnet.nnunet.folder import FILES, fold_checkpoints, folder_of, is_model_checkpoint, is_model_folder
@@ -72,7 +73,7 @@ def nnunet_checkpoints(cfg: DictConfig) -> list[Path]:
     checkpoints = []
     for path in exported_given(cfg):
         if is_model_folder(path):
-            checkpoints += fold_checkpoints(path, None if cfg.get("folds") is None else list(cfg.folds))
+            checkpoints += fold_checkpoints(path, fold_numbers(cfg.get("folds")))
         elif is_model_checkpoint(path):
             checkpoints.append(path)
         else:

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from segnet.errors import ConfigError
 from segnet.files import write_json
+from segnet.fold_numbers import fold_numbers
 
 FOLDS_FILE = "folds.json"
 
@@ -28,18 +29,19 @@ def train_command(cfg: DictConfig) -> dict[str, Any]:
     """The run's metrics; with `folds`, each fold's objective and their mean (under the objective's name)."""
     from segnet.training.train import train
 
-    if not cfg.get("folds"):
+    folds = fold_numbers(cfg.get("folds"))
+    if not folds:
         metrics = train(cfg)
         objective_of(metrics, cfg.objective)
         return metrics
     if "fold" not in cfg.data:
-        raise ConfigError(f"folds={list(cfg.folds)} trains folds of a dataset folder: add data=folder data.root=DIR")
+        raise ConfigError(f"folds={folds} trains folds of a dataset folder: add data=folder data.root=DIR")
     if cfg.get("ckpt_path") not in (None, "auto"):
-        raise ConfigError(f"folds={list(cfg.folds)} trains each fold in its own folder, resuming its own last.ckpt; "
+        raise ConfigError(f"folds={folds} trains each fold in its own folder, resuming its own last.ckpt; "
                           f"ckpt_path={cfg.ckpt_path} would resume one checkpoint in every fold: leave it out")
     output = Path(cfg.paths.output_dir)
     scores = {}
-    for fold in cfg.folds:
+    for fold in folds:
         one = copy.deepcopy(cfg)
         one.folds, one.data.fold, one.paths.output_dir = None, fold, str(output / f"fold_{fold}")
         scores[str(fold)] = objective_of(train(one), cfg.objective)
