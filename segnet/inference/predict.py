@@ -73,7 +73,8 @@ def predict_command(cfg: DictConfig) -> list[Prediction]:
         left = remove_temporaries(cfg.output)
         again = [case for case in cases if writer.label_path(case).is_file()]  # e.g. an overwrite's leftovers
         log.info("continuing: %d case(s) already in %s (%d half-written file(s) removed; %d label map(s) there "
-                 "predicted again: another model's or another image's, or without the probabilities asked for)",
+                 "predicted again: another model's or another image's, or without the probabilities or "
+                 "uncertainty asked for, or these tempered otherwise)",
                  len(done), cfg.output, len(left), len(again))
     log.info("predicting %d case(s) from %s with %d model(s), tta %s, temperature %s, postprocessing %s", len(cases),
              cfg.input, len(models), predictor.tta, [c.temperature for c in predictor.configurations], rules.to_json())

@@ -11,6 +11,7 @@ whose), onto its grid as a label, and reads it as one-hot channels after the ima
 from __future__ import annotations
 
 import functools
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,7 @@ class PredictionWriter:
         self.digests: dict[Case, str] = {}  # each case's image files hashed once per run (is_done, then finish)
         self.output_dir = output_dir
         self.save_probabilities = save_probabilities
+        self.temperatures = np.array([c.temperature for c in predictor.configurations], np.float64)
         self.channels = len(output_names(predictor.class_names, predictor.regions))  # the probabilities'
         cascades = [c.previous_stage is not None for c in predictor.configurations]
         if any(cascades) and previous is None:
@@ -148,7 +150,8 @@ class PredictionWriter:
         if self.save_probabilities:
             channels = output_names(self.predictor.class_names, self.predictor.regions)
             with atomic_path(self.probabilities_path(case)) as temporary:
-                np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels))
+                np.savez_compressed(temporary, probabilities=restored, class_names=np.array(channels),
+                                    temperature=self.temperatures)
         if self.predictor.uncertainty:
             self.write_uncertainty(case, restored, disagreement[0], label_map)
         path = self.label_path(case)  # last: a case is complete when its label map exists
@@ -167,7 +170,8 @@ class PredictionWriter:
         voxel_mm3 = float(np.prod(voxel_spacing(case.images[0])))
         found = case_uncertainty(probabilities, disagreement, label_map, units, self.predictor.regions is not None,
                                  voxel_mm3)
-        write_case(self.uncertainty_path(case), found, self.predictor.class_names[1:])
+        write_case(self.uncertainty_path(case), {**found, "temperature": self.temperatures},
+                   self.predictor.class_names[1:])
 
     def uncertainty_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.name}_uncertainty.npz"
@@ -189,9 +193,18 @@ class PredictionWriter:
         the probabilities too where they are asked for: every file is written whole, the label map
         last, with the stamp."""
         path = self.label_path(case)
-        asked = ((not self.save_probabilities or self.probabilities_path(case).is_file())
-                 and (not self.predictor.uncertainty or self.uncertainty_path(case).is_file()))
+        asked = ((not self.save_probabilities or self.tempered_alike(self.probabilities_path(case)))
+                 and (not self.predictor.uncertainty or self.tempered_alike(self.uncertainty_path(case))))
         return asked and path.is_file() and read_stamp(path) == self.case_stamp(case)
+
+    def tempered_alike(self, path: Path) -> bool:
+        """Whether `path` (a case's probabilities or uncertainty) exists and was tempered as this run
+        tempers: a temperature changes them though not the label map, which the stamp is of."""
+        try:
+            with np.load(path) as saved:
+                return "temperature" in saved and np.array_equal(saved["temperature"], self.temperatures)
+        except (OSError, ValueError, zipfile.BadZipFile):
+            return False
 
 
 def images_digest(case: Case) -> str:

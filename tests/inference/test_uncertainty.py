@@ -68,3 +68,26 @@ def test_uncertainty_writes_maps_and_a_table_and_leaves_the_label_maps_as_they_w
         assert maps["mutual_information"].max() > 0  # the mirrorings disagree somewhere
         assert float(row["score"]) == pytest.approx(float(maps["score"])) and 0 < float(row["score"]) <= 1
     assert not list((tmp_path / "plain").glob("*_uncertainty.npz"))
+
+
+def test_continue_predicts_again_what_another_temperature_tempered(trained_2d, tmp_path):
+    def predict(*asked):
+        predict_command(compose_config([f"ckpt_path={trained_2d.checkpoint}", f"input={trained_2d.root / 'imagesTr'}",
+                                        f"output={tmp_path}", "num_workers=0", "save_probabilities=true",
+                                        "uncertainty=true", "tta=false", "op=cpp", "continue=true", *asked],
+                                       name="predict"))
+
+    def written(name):
+        return {kind: np.load(tmp_path / f"{name}{kind}.npz") for kind in ("", "_uncertainty")}
+
+    predict("temperature=1")
+    first = {kind: dict(saved) for kind, saved in written("case_000").items()}
+    assert first[""]["temperature"].tolist() == first["_uncertainty"]["temperature"].tolist() == [1.0]
+    stamp = (tmp_path / "case_000.npz").stat().st_mtime_ns
+    predict("temperature=1")  # the same: reused
+    assert (tmp_path / "case_000.npz").stat().st_mtime_ns == stamp
+    predict("temperature=3")  # the label maps are the same, their probabilities are not
+    again = written("case_000")
+    assert again[""]["temperature"].tolist() == again["_uncertainty"]["temperature"].tolist() == [3.0]
+    assert not np.allclose(again[""]["probabilities"], first[""]["probabilities"], atol=1e-3)
+    assert again["_uncertainty"]["score"] != first["_uncertainty"]["score"]
