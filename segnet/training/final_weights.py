@@ -50,14 +50,17 @@ def validate_final_weights(trainer: L.Trainer, module: SegmentationModule, datam
 
 def compete_for_best(trainer: L.Trainer, checkpoint: ModelCheckpoint, score: float | None, last_path: Path) -> None:
     """The final validation competes for best.ckpt like every validation during the fit: the final
-    weights become best.ckpt when they score higher than the best so far, or when nothing was
-    scored before (a fit that ended before its first validation). last.ckpt learns the new best,
+    weights become best.ckpt when they score better than the best so far (higher, or lower for a
+    monitor with mode: min), or when nothing was scored before (a fit that ended before its first
+    validation). last.ckpt learns the new best,
     so that a run resumed from it to train longer measures its validations against it."""
     if score is None or math.isnan(float(score)):
         return
     best = checkpoint.best_model_score
-    if best is not None and not math.isnan(float(best)) and float(score) <= float(best):
-        return
+    if best is not None and not math.isnan(float(best)):
+        better = float(score) < float(best) if checkpoint.mode == "min" else float(score) > float(best)
+        if not better:
+            return
     path = checkpoint.format_checkpoint_name({})
     checkpoint.best_model_score, checkpoint.best_model_path = torch.tensor(float(score)), path
     checkpoint.best_k_models = {path: checkpoint.best_model_score}

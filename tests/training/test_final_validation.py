@@ -62,3 +62,20 @@ def test_the_thin_classes_get_topology_scores(monkeypatch):
 
 def test_validations_within_fit_score_dice_alone(monkeypatch):
     assert set(validated(TrainerFn.FITTING, monkeypatch, "data.topology_classes=all")) == {"Dice"}
+
+
+@pytest.mark.parametrize(("mode", "final", "replaces"), [("max", 0.7, True), ("max", 0.3, False),
+                                                          ("min", 0.3, True), ("min", 0.7, False)])
+def test_the_final_validation_competes_for_best_in_the_monitor_s_direction(tmp_path, mode, final, replaces):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from segnet.training.final_weights import compete_for_best
+
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, filename="best", monitor="val/loss", mode=mode)
+    checkpoint.best_model_score, checkpoint.best_model_path = torch.tensor(0.5), str(tmp_path / "early.ckpt")
+    saved = []
+    trainer = SimpleNamespace(save_checkpoint=lambda path, weights_only: saved.append(path), is_global_zero=False,
+                              strategy=SimpleNamespace(barrier=lambda name: None))
+    compete_for_best(trainer, checkpoint, final, tmp_path / "last.ckpt")
+    assert float(checkpoint.best_model_score) == pytest.approx(final if replaces else 0.5)
+    assert saved == ([str(tmp_path / "best.ckpt")] if replaces else [])
