@@ -51,11 +51,12 @@ def stage_checkpoint(run: str | Path) -> Path:
 
 def stage_writer(runs: Sequence[str | Path], output: Path, device: str, backend: str) -> PredictionWriter:
     """The runs' ensemble (mirrored, with the edge op's `backend`), writing label maps stamped
-    with its record into `output`."""
+    with its record into `output`, as NIfTI whatever the input (the cascade reads them back: a
+    DICOM series' own format, a DICOM SEG, is for people, not for the second stage)."""
     models = [load_for_inference(stage_checkpoint(run), device, backend) for run in runs]
     predictor = Predictor(models, tta=True)
     record = model_record([stage_checkpoint(run) for run in runs], predictor, NONE, [])
-    return PredictionWriter(predictor, output, stamp=stamp(record))
+    return PredictionWriter(predictor, output, stamp=stamp(record), output_format="nifti")
 
 
 def validating_runs(runs: Sequence[str | Path]) -> dict[str, Path]:

@@ -171,3 +171,14 @@ def test_the_cascade_trains_on_out_of_fold_first_stage_maps_and_predicts_after_i
     assert set(found.values()) == {tmp_path / "scored" / PREDICTED_FIRST / f"case_{i:03d}.nii.gz" for i in range(3)}
     assert {path: path.stat().st_mtime_ns for path in kept} == kept
     assert f"the 3d_lowres runs trained on {root.resolve()}, not on {other}" in caplog.text
+
+    # A DICOM series: the first stage's map is NIfTI (what the second stage reads), the answer a SEG.
+    pytest.importorskip("highdicom")
+    from helpers.dicom import write_series
+
+    scan = nib.load(image)
+    write_series(np.round(scan.get_fdata()), scan.affine, tmp_path / "dicom" / "ct", series_uid="1.2.826.0.1.9")
+    predict_command(compose_config([f"ckpt_path={cascade}/checkpoints/final.ckpt", f"input={tmp_path / 'dicom'}",
+                                    f"output={tmp_path / 'dicom_out'}", "op=python"], name="predict"))
+    assert (tmp_path / "dicom_out" / PREDICTED_FIRST / "1.2.826.0.1.9.nii.gz").is_file()
+    assert (tmp_path / "dicom_out" / "1.2.826.0.1.9.seg.dcm").is_file()
