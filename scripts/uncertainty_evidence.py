@@ -55,6 +55,9 @@ BOOTSTRAP = 2000
 NOISE = 0.5  # the added noise's standard deviation, in units of the brain's intensity spread
 BLUR = 2.0  # voxels in-plane: the blur's standard deviation
 SCALE = 10.0  # every intensity times this
+NEAR = 3  # voxels in-plane: how far from a structure (the reference's or the prediction's) a voxel is near it
+SCORED = ("every voxel", f"within {NEAR} voxels of a structure")
+IGNORED = 255  # the label value that leaves a voxel out of the calibration sums
 KEPT = 0.6  # the cropped field of view keeps this share of the head's extent along the first axis
 SCORES = {"score": "uncertainty.csv's score (uncertain voxels over uncertain or labelled ones)",
           "disagreement": "the members' mean mutual information over those voxels"}
@@ -193,17 +196,23 @@ def case_dice(predicted: Path, dataset: Path, cases: list[str]) -> dict[str, flo
     return {case: float(np.nanmean([row["value"] for row in rows if row["case"] == case])) for case in cases}
 
 
-def case_calibration(predicted: Path, dataset: Path, case: str) -> tuple[Calibration, float, int]:
-    """A case's calibration sums over the foreground classes, its NLL summed and its voxel count."""
+def case_calibration(predicted: Path, dataset: Path, case: str) -> dict[str, tuple[Calibration, float, int]]:
+    """A case's calibration sums over the foreground classes, its NLL summed and its voxel count,
+    over each of SCORED's voxels."""
     import nibabel as nib
 
     reference = np.asarray(nib.load(dataset / "labelsTr" / f"{case}.nii.gz").dataobj, np.int64)
     with np.load(predicted / f"{case}.npz") as saved:
         probabilities = saved["probabilities"].astype(np.float64)
     units = [(value,) for value in range(1, len(CLASS_NAMES))]
-    truth = np.take_along_axis(probabilities, reference[None], 0)[0]
-    return (Calibration.of(probabilities, reference, units), float(-np.log(np.clip(truth, 1e-7, 1)).sum()),
-            reference.size)
+    nll = -np.log(np.clip(np.take_along_axis(probabilities, reference[None], 0)[0], 1e-7, 1))
+    near = ndimage.binary_dilation((reference > 0) | (probabilities.argmax(0) > 0), np.ones((3, 3, 1), bool), NEAR)
+    found = {}
+    for region, scored in zip(SCORED, (np.ones(reference.shape, bool), near), strict=True):
+        outside = np.where(scored, reference, IGNORED)
+        found[region] = (Calibration.of(probabilities, outside, units, IGNORED), float(nll[scored].sum()),
+                         int(scored.sum()))
+    return found
 
 
 def calibration_row(before: list[tuple[Calibration, float, int]], after: list[tuple[Calibration, float, int]]
@@ -259,6 +268,8 @@ def cross_validation(output: Path, dataset: Path, runs: list[Path], temperature:
 
 
 def held_out_calibration(output: Path, test: Path, runs: list[Path], temperature: str) -> dict[str, Any]:
+    """Each fold's model and their ensemble on the test heads with temperature 1 and the fitted
+    one: the change per SCORED voxels, and the ensemble's reliability near the structures."""
     names = sorted(path.name.removesuffix(".nii.gz") for path in (test / "labelsTr").glob("*.nii.gz"))
     models = {f"fold {fold}": [final_checkpoint(run)] for fold, run in enumerate(runs)}
     models["ensemble of the 5 folds"] = [final_checkpoint(run) for run in runs]
@@ -270,9 +281,11 @@ def held_out_calibration(output: Path, test: Path, runs: list[Path], temperature
             predicted = predict(checkpoints, test / "imagesTr", folder / tempered, value)
             sums[tempered] = [case_calibration(predicted, test, case) for case in names]
             if model.startswith("ensemble"):
-                total = sum((each[0] for each in sums[tempered][1:]), sums[tempered][0][0])
+                near = [each[SCORED[1]][0] for each in sums[tempered]]
+                total = sum(near[1:], near[0])
                 reliability[tempered] = [total.reliability(unit) for unit in range(len(CLASS_NAMES) - 1)]
-        rows[model] = calibration_row(sums["before"], sums["after"])
+        rows[model] = {region: calibration_row([each[region] for each in sums["before"]],
+                                               [each[region] for each in sums["after"]]) for region in SCORED}
     return {"models": rows, "reliability": reliability}
 
 
@@ -303,12 +316,14 @@ def report(result: dict[str, Any], output: Path) -> str:
     lines = [f"# Uncertainty and calibration: {result['cases']} heads in 5 folds, {result['test_cases']} test heads, "
              f"{result['steps']} steps a fold", "", f"Compared: {COMPARED}.", "",
              f"The temperature segnet-find-best-configuration fitted on the out-of-fold probabilities: {temperatures}.",
-             "", "| model, on the test heads | metric | T = 1 | fitted T | change [95 %] |", "|---|---|---|---|---|"]
-    for model, row in test["models"].items():
-        for metric in ("ECE", "Brier", "NLL"):
-            m = row[metric]
-            lines.append(f"| {model} | {metric} | {m['before']:.4f} | {m['after']:.4f} | "
-                         f"{m['after'] - m['before']:+.4f} [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |")
+             "", "| model, on the test heads | voxels | metric | T = 1 | fitted T | change [95 %] |",
+             "|---|---|---|---|---|---|"]
+    for model, regions in test["models"].items():
+        for region, row in regions.items():
+            for metric in ("ECE", "Brier", "NLL"):
+                m = row[metric]
+                lines.append(f"| {model} | {region} | {metric} | {m['before']:.4f} | {m['after']:.4f} | "
+                             f"{m['after'] - m['before']:+.4f} [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |")
     header = ["score", "Spearman with Dice, cross-validation", "Spearman with Dice, test heads clean and corrupted",
               *(f"AUROC {kind}" for kind in CORRUPTIONS)]
     lines += ["", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
@@ -342,8 +357,8 @@ def plot(result: dict[str, Any], output: Path) -> None:
         for tempered, label in (("before", "T = 1"), ("after", f"fitted T = {fitted}")):
             bins = reliability[tempered][unit]
             axis.plot(bins["probability"], bins["frequency"], marker="o", label=label)
-        axis.set(title=f"{CLASS_NAMES[unit + 1]}: ensemble on the test heads", xlabel="predicted probability",
-                 ylabel="observed frequency")
+        axis.set(title=f"{CLASS_NAMES[unit + 1]}: ensemble, test heads,\n{SCORED[1]}",
+                 xlabel="predicted probability", ylabel="observed frequency")
         axis.legend()
     figure.tight_layout()
     figure.savefig(output / "uncertainty-reliability.png", dpi=100)

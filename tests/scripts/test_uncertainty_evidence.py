@@ -65,21 +65,25 @@ def test_the_held_out_heads_are_other_heads_than_the_training_heads(evidence, tm
     assert np.array_equal(held_out, heads_case(0, evidence.TEST_SEED).image)
 
 
-def test_a_saved_prediction_s_calibration_sums_and_nll(evidence, tmp_path):
-    label = np.zeros((4, 4, 2), np.uint8)
+def test_a_saved_prediction_s_calibration_sums_and_nll_everywhere_and_near_the_structures(evidence, tmp_path):
+    label = np.zeros((12, 4, 2), np.uint8)
     label[:2] = 1
     label[3, 3] = 2
     write_case(tmp_path, "case", [label.astype(np.float32)], label)
     probabilities = np.zeros((3, *label.shape))
     probabilities[0] = 0.5
-    probabilities[1] = 0.5  # right where the label is 0 or 1, wrong at the two voxels of class 2
+    probabilities[1] = 0.5  # right where the label is 0 or 1, wrong at the two voxels of class 2: argmax 0
     (tmp_path / "predicted").mkdir()
     np.savez(tmp_path / "predicted" / "case.npz", probabilities=probabilities)
-    sums, nll, voxels = evidence.case_calibration(tmp_path / "predicted", tmp_path, "case")
+    found = evidence.case_calibration(tmp_path / "predicted", tmp_path, "case")
+    sums, nll, voxels = found["every voxel"]
     assert voxels == label.size
-    assert nll == pytest.approx(30 * np.log(2) + 2 * -np.log(1e-7))
+    assert nll == pytest.approx(94 * np.log(2) + 2 * -np.log(1e-7))
     expected = Calibration.of(probabilities, label.astype(np.int64), [(1,), (2,)])
     assert np.array_equal(sums.hits, expected.hits) and sums.foreground_ece() == expected.foreground_ece()
+    near, near_nll, near_voxels = found[evidence.SCORED[1]]  # rows 0 to 6: NEAR rows beyond the labels' last
+    assert near_voxels == 7 * 4 * 2 and near.voxels.sum(1).tolist() == [near_voxels, near_voxels]
+    assert near_nll == pytest.approx(54 * np.log(2) + 2 * -np.log(1e-7))
 
 
 def calibrated_case(rng: np.random.Generator, sharpen: float) -> tuple[Calibration, float, int]:
