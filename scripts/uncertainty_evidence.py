@@ -2,12 +2,16 @@
 honest on cases it was not fitted on, and does the per-case uncertainty score find the predictions
 to look at twice?
 
-    python scripts/uncertainty_evidence.py OUTPUT [--cases N] [--test-cases N] [--steps N]
+    python scripts/uncertainty_evidence.py OUTPUT [--cases N] [--test-cases N] [--steps N] [--splits regions|random]
 
 Everything is generated: segnet.generated.heads, the T1 heads whose share of air, scanner gain,
 gamma, bias field and noise vary per case, and whose splits_final.json holds one band of the head's
 height out of each of its 5 folds (anatomy a fold has not seen).
-1. --cases heads; per fold one 2D run of the shipped defaults, --steps steps (seed 0).
+1. --cases heads; per fold one 2D run of the shipped defaults, --steps steps (seed 0). The folds are
+   the generator's (--splits regions: the validation heads show anatomy their fold never trained
+   on, so the out-of-fold probabilities the temperature is fitted on are of unseen anatomy) or
+   drawn at random (--splits random: validation heads like the training heads, as in most
+   datasets).
 2. segnet-find-best-configuration over the 5 runs: it predicts each fold's validation cases and
    fits the temperature on those out-of-fold probabilities.
 3. Cross-validation: each fold's model predicts its validation cases as segnet-predict does
@@ -52,6 +56,8 @@ from segnet.inference.uncertainty import BAND
 TEST_SEED = 1000  # the test heads are other draws (anatomy and scanner) than the training heads'
 FOLDS = len(REGIONS)
 BOOTSTRAP = 2000
+SPLITS = {"regions": "the generator's, each holding out one band of the head's height (unseen anatomy)",
+          "random": "drawn at random, each fold's validation heads like its training heads"}
 NOISE = 0.5  # the added noise's standard deviation, in units of the brain's intensity spread
 BLUR = 2.0  # voxels in-plane: the blur's standard deviation
 SCALE = 10.0  # every intensity times this
@@ -102,7 +108,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("output", type=Path)
     parser.add_argument("--cases", type=int, default=40, help="heads of the cross-validation")
     parser.add_argument("--test-cases", type=int, default=20, help="heads held out of everything")
-    parser.add_argument("--steps", type=int, default=300, help="training steps per fold")
+    parser.add_argument("--steps", type=int, default=800, help="training steps per fold")
+    parser.add_argument("--splits", choices=SPLITS, default="regions", help="; ".join(f"{k}: {v}" for k, v in
+                                                                               SPLITS.items()))
     args = parser.parse_args(argv)
     if args.cases < 2 * FOLDS or args.test_cases < 2:
         parser.error(f"--cases needs two heads per fold (>= {2 * FOLDS}), --test-cases at least 2")
@@ -141,6 +149,15 @@ def corrupted_heads(output: Path, test: Path, kind: str) -> Path:
         return image.astype(np.float32), label
 
     return write_heads(root, names, case)
+
+
+def write_random_splits(dataset: Path) -> None:
+    """splits_final.json of FOLDS folds drawn at random (seed 0) in place of the generator's."""
+    names = sorted(path.name.removesuffix(".nii.gz") for path in (dataset / "labelsTr").glob("*.nii.gz"))
+    order = np.random.default_rng(0).permutation(names).tolist()
+    folds = [sorted(order[k::FOLDS]) for k in range(FOLDS)]
+    splits = [{"train": sorted(set(names) - set(val)), "val": val} for val in folds]
+    (dataset / "splits_final.json").write_text(json.dumps(splits, indent=1))
 
 
 def train_folds(output: Path, dataset: Path, steps: int) -> list[Path]:
@@ -314,7 +331,8 @@ def report(result: dict[str, Any], output: Path) -> str:
     cv, test, corrupted = result["cross_validation"], result["test"], result["corrupted"]
     temperatures = ", ".join(f"{name} {value:.3f}" for name, value in result["temperature"].items())
     lines = [f"# Uncertainty and calibration: {result['cases']} heads in 5 folds, {result['test_cases']} test heads, "
-             f"{result['steps']} steps a fold", "", f"Compared: {COMPARED}.", "",
+             f"{result['steps']} steps a fold", "", f"Folds: {SPLITS[result['splits']]}.", "",
+             f"Compared: {COMPARED}.", "",
              f"The temperature segnet-find-best-configuration fitted on the out-of-fold probabilities: {temperatures}.",
              "", "| model, on the test heads | voxels | metric | T = 1 | fitted T | change [95 %] |",
              "|---|---|---|---|---|---|"]
@@ -398,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = output / "heads"
     if not (dataset / "dataset.json").is_file():
         write_heads_dataset(dataset, args.cases)
+        if args.splits == "random":
+            write_random_splits(dataset)
     test = held_out_heads(output, args.test_cases)
     runs = train_folds(output, dataset, args.steps)
     best = output / "find_best"
@@ -405,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         run_command("segnet-find-best-configuration", [f"data.root={dataset}", f"runs=[{','.join(map(str, runs))}]"],
                     best)
     chosen = best / "best_configuration.json"
-    result = {"cases": args.cases, "test_cases": args.test_cases, "steps": args.steps, "compared": COMPARED,
+    result = {"cases": args.cases, "test_cases": args.test_cases, "steps": args.steps, "splits": args.splits,
+              "compared": COMPARED,
               "temperature": json.loads(chosen.read_text())["temperature"],
               "cross_validation": cross_validation(output, dataset, runs, str(chosen)),
               "test": held_out_calibration(output, test, runs, str(chosen)),

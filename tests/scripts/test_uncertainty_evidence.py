@@ -127,3 +127,20 @@ def test_disagreement_averages_the_mutual_information_where_the_score_looks(evid
     assert evidence.disagreement(tmp_path, "case") == pytest.approx(0.3)
     np.savez(tmp_path / "case.npz", probabilities=probabilities[:, [0]])
     assert evidence.disagreement(tmp_path, "case") == 0.0  # nothing labelled or uncertain
+
+
+def test_random_splits_validate_each_head_once_and_mix_the_regions(evidence, tmp_path):
+    import json
+
+    (tmp_path / "labelsTr").mkdir()
+    names = [f"heads_{i:03d}" for i in range(20)]
+    for name in names:
+        (tmp_path / "labelsTr" / f"{name}.nii.gz").touch()
+    evidence.write_random_splits(tmp_path)
+    splits = json.loads((tmp_path / "splits_final.json").read_text())
+    assert len(splits) == evidence.FOLDS
+    assert sorted(name for split in splits for name in split["val"]) == names
+    for split in splits:
+        assert sorted(split["train"] + split["val"]) == names and not set(split["train"]) & set(split["val"])
+    regions = [{int(name[-3:]) % evidence.FOLDS for name in split["val"]} for split in splits]
+    assert any(len(found) > 1 for found in regions)  # the generator's folds hold one region each
