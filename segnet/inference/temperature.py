@@ -2,9 +2,12 @@
 number T per configuration, by which the logits are divided before the softmax (T > 1 softens,
 T < 1 sharpens). The logits are those of the configuration's averaged probabilities (log p;
 for region-based labels each region's log(p / (1 - p)) before its sigmoid), so that the label
-map, the likeliest class (each region over 1/2), never changes, and T is fitted on just what it
-is applied to: segnet-find-best-configuration's out-of-fold probabilities, T minimizing their
-negative log-likelihood (NLL) of the reference over a sample of voxels of every case.
+map, the likeliest class (each region over 1/2), never changes. segnet-find-best-configuration
+fits T on its out-of-fold probabilities, each case's from the one fold that did not train on it,
+minimizing their negative log-likelihood (NLL) of the reference over a sample of voxels of every
+case. segnet-predict applies it only where asked (temperature=): an ensemble of the folds is
+softer than the single models T was fitted on, and on held-out generated heads the fitted T left
+single models' calibration unchanged and the ensemble's no better (docs/results/uncertainty.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from segnet.errors import ConfigError
 EPSILON = 1e-7
 SAMPLE = 20000  # voxels per case to fit on, drawn with a fixed seed: enough for one number
 BOUNDS = (0.05, 20.0)  # the temperatures searched
+FITTED = "fitted"  # temperature=fitted: the one a model package records
 
 
 def tempered(probabilities: torch.Tensor, temperature: float, regions: bool, dim: int = 0) -> torch.Tensor:
@@ -67,12 +71,19 @@ def fit_temperature(probabilities: np.ndarray, truth: np.ndarray, regions: bool)
 
 
 def given_temperature(value, recorded: list[Mapping[str, float] | None]) -> float | dict[str, float]:
-    """segnet-predict's temperature=: a number for every configuration; a file with a `temperature`
-    per configuration (segnet-find-best-configuration's best_configuration.json); or, not given,
-    the one `recorded` in the model packages given (else 1: none)."""
+    """segnet-predict's temperature=: not given, none (1: the evidence in docs/results/uncertainty.md
+    shows no gain from the fitted one); a number for every configuration; `fitted`, the one each
+    model package given records; or a file with a `temperature` per configuration
+    (segnet-find-best-configuration's best_configuration.json)."""
     if value is None:
+        return 1.0
+    if value == FITTED:
         fitted = [each for each in recorded if each]
-        return {name: t for each in fitted for name, t in each.items()} if fitted else 1.0
+        if not fitted:
+            raise ConfigError(f"temperature={FITTED}: none of the models given records a fitted temperature (a model "
+                              "package of a segnet-find-best-configuration choice does): give a number or the "
+                              "choice's best_configuration.json")
+        return {name: t for each in fitted for name, t in each.items()}
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value <= 0:
             raise ConfigError(f"temperature={value}: give a temperature above 0 (1: none)")
@@ -80,8 +91,8 @@ def given_temperature(value, recorded: list[Mapping[str, float] | None]) -> floa
     path = Path(str(value))
     fitted = json.loads(path.read_text()).get("temperature") if path.is_file() else None
     if not isinstance(fitted, dict):
-        raise ConfigError(f"temperature={value}: give a number above 0 or segnet-find-best-configuration's "
-                          "best_configuration.json (its temperature per configuration)")
+        raise ConfigError(f"temperature={value}: give a number above 0, {FITTED} (a model package's), or segnet-find-"
+                          "best-configuration's best_configuration.json (its temperature per configuration)")
     return {str(name): float(t) for name, t in fitted.items()}
 
 

@@ -15,10 +15,11 @@ means, the paired comparisons with the best, each run's checkpoint's sha256 as s
 left out and the segnet-predict command that predicts with it), best_configuration.md and .png,
 scores.csv (every score), and the best's postprocessing.json, which the command names.
 
-Before scoring, each configuration's temperature is fitted on its out-of-fold probabilities
-(segnet.inference.temperature) and applied to them, as segnet-predict applies it: recorded in
-best_configuration.json (`temperature`, and `temperature_fit`: the NLL before and after), which
-the command passes as temperature=.
+Each configuration's temperature is fitted on its out-of-fold probabilities
+(segnet.inference.temperature) and recorded in best_configuration.json (`temperature`, and
+`temperature_fit`: the NLL before and after), not applied: the candidates are scored on the
+probabilities segnet-predict gives by default, and `tempered` is the command that applies it
+(temperature=).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from segnet.checkpoints.settings import RunSettings
@@ -46,7 +46,7 @@ from segnet.evaluation.evaluator import read_reference, score_case
 from segnet.files import write_json
 from segnet.inference.component_rules import FILE, Rules, case_scores, unit_dice
 from segnet.inference.ensemble import label_map_of
-from segnet.inference.temperature import fit_temperature, tempered, voxel_sample
+from segnet.inference.temperature import fit_temperature, voxel_sample
 from segnet.nnunet.folder import run_checkpoint
 from segnet.postprocessing.cross_validation import cross_validation_runs
 from segnet.postprocessing.decide import decide, decide_regions
@@ -112,11 +112,9 @@ def check_same_cases(saved: dict[str, dict[str, dict[str, Path]]]) -> None:
                                   "data.split_seed (or the same splits_final.json)")
 
 
-def case_probabilities(saved: dict[str, dict[str, dict[str, Path]]], fold: str, case: str,
-                       temperatures: dict[str, float], regions: bool) -> dict[str, np.ndarray]:
-    """Each configuration's probabilities of the case, under its temperature, as segnet-predict gives them."""
-    return {name: tempered(torch.from_numpy(np.load(by_fold[fold][case])["probabilities"]), temperatures[name],
-                           regions).numpy() for name, by_fold in saved.items()}
+def case_probabilities(saved: dict[str, dict[str, dict[str, Path]]], fold: str, case: str) -> dict[str, np.ndarray]:
+    """Each configuration's probabilities of the case, as segnet-predict gives them (untempered)."""
+    return {name: np.load(by_fold[fold][case])["probabilities"] for name, by_fold in saved.items()}
 
 
 def fit_temperatures(saved: dict[str, dict[str, dict[str, Path]]], cases: dict[str, Case],
@@ -152,21 +150,18 @@ def validated(saved: dict[str, dict[str, dict[str, Path]]]) -> list[tuple[str, s
     return [(fold, name) for fold, by_case in next(iter(saved.values())).items() for name in by_case]
 
 
-def best_label_maps(best: Candidate, saved, cases: dict[str, Case], description,
-                    temperatures: dict[str, float]) -> Iterator[tuple[Case, np.ndarray]]:
+def best_label_maps(best: Candidate, saved, cases: dict[str, Case], description) -> Iterator[tuple[Case, np.ndarray]]:
     """Each validation case and the best candidate's label map of it, read again from the probabilities."""
     for fold, name in validated(saved):
-        probabilities = ensemble_probabilities(best, case_probabilities(saved, fold, name, temperatures,
-                                                                        description.regions is not None))
+        probabilities = ensemble_probabilities(best, case_probabilities(saved, fold, name))
         yield cases[name], label_map_of(probabilities, description.regions)
 
 
-def decide_postprocessing(best: Candidate, saved, cases: dict[str, Case], description,
-                          temperatures: dict[str, float]) -> tuple[Rules, dict]:
+def decide_postprocessing(best: Candidate, saved, cases: dict[str, Case], description) -> tuple[Rules, dict]:
     """segnet-postprocess's decision on the best candidate's label maps."""
     scores = [case_scores(label_map, read_reference(case.label, label_map.shape)[0], description.num_classes,
                           description.ignore_label, description.regions)
-              for case, label_map in best_label_maps(best, saved, cases, description, temperatures)]
+              for case, label_map in best_label_maps(best, saved, cases, description)]
     if description.regions is None:
         return decide(scores)
     units = foreground_units(description.num_classes, description.regions)
@@ -174,17 +169,15 @@ def decide_postprocessing(best: Candidate, saved, cases: dict[str, Case], descri
     def rescore(rules: Rules) -> list[list[float]]:
         return [unit_dice(rules.apply(label_map), read_reference(case.label, label_map.shape)[0], units,
                           description.ignore_label)
-                for case, label_map in best_label_maps(best, saved, cases, description, temperatures)]
+                for case, label_map in best_label_maps(best, saved, cases, description)]
 
     return decide_regions(scores, description.regions, description.class_names[1:], rescore)
 
 
-def predict_command(runs: dict[str, dict[str, Run]], best: Candidate, rules_file: Path, tta: bool,
-                    result_file: Path) -> str:
+def predict_command(runs: dict[str, dict[str, Run]], best: Candidate, rules_file: Path, tta: bool) -> str:
     checkpoints = [str(run.checkpoint.resolve()) for name in best.configurations for run in runs[name].values()]
     parts = ["segnet-predict", f"ckpt_path=[{','.join(checkpoints)}]", "input=INPUT_FOLDER", "output=OUTPUT_FOLDER",
-             f"postprocessing={rules_file.resolve()}", *([] if tta else ["tta=false"]),
-             f"temperature={result_file.resolve()}"]
+             f"postprocessing={rules_file.resolve()}", *([] if tta else ["tta=false"])]
     return " ".join(shlex.quote(part) for part in parts)
 
 
@@ -201,8 +194,12 @@ def report_markdown(result: dict[str, Any]) -> str:
             cells = [f"{r['mean_difference']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] {r['verdict']}"
                      for r in (rows[metric][name] for metric in METRICS)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    fitted = ", ".join(f"{name} {value:.3f}" for name, value in result["temperature"].items())
     lines += ["", f"Postprocessing decided for it: {result['postprocessing']}", "", "Predict with it:", "",
-              f"    {result['predict']}", ""]
+              f"    {result['predict']}", "",
+              f"The temperature fitted on the out-of-fold probabilities ({fitted}) is recorded, not applied: it did "
+              "not make the folds' ensemble better calibrated on held-out generated heads "
+              "(docs/results/uncertainty.md). To apply it:", "", f"    {result['tempered']}", ""]
     return "\n".join(lines)
 
 
@@ -254,18 +251,17 @@ def find_best_command(cfg: DictConfig) -> dict[str, Any]:
     cases = {case.name: case for case in description.labelled}
     calibration = fit_temperatures(saved, cases, description)
     temperatures = {name: fitted["temperature"] for name, fitted in calibration.items()}
-    regions = description.regions is not None
     options = candidates(list(runs))
     scores = []
     say("scoring %d case(s) under %d candidate(s)", len(validated(saved)), len(options))
     for fold, name in bar(validated(saved), "scoring", "case"):
-        probabilities = case_probabilities(saved, fold, name, temperatures, regions)
+        probabilities = case_probabilities(saved, fold, name)
         for option in options:
             label_map = label_map_of(ensemble_probabilities(option, probabilities), description.regions)
             scores += score_rows(option, fold, cases[name], label_map, description)
     choice = choose(scores, options)
     best = next(option for option in options if option.name == choice["best"])
-    rules, means = decide_postprocessing(best, saved, cases, description, temperatures)
+    rules, means = decide_postprocessing(best, saved, cases, description)
     rules_file = output / FILE
     names = description.class_names[1:]
     write_json(rules_file, {**rules.to_json(), "decided_on": {
@@ -280,7 +276,9 @@ def find_best_command(cfg: DictConfig) -> dict[str, Any]:
                                     for run in by_fold.values()},
               "left_out": left_out, "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
               "temperature": temperatures, "temperature_fit": calibration,
-              "predict": predict_command(runs, best, rules_file, bool(cfg.tta), output / f"{RESULT}.json")}
+              "predict": predict_command(runs, best, rules_file, bool(cfg.tta)),
+              "tempered": f"{predict_command(runs, best, rules_file, bool(cfg.tta))} "
+                          f"temperature={shlex.quote(str((output / f'{RESULT}.json').resolve()))}"}
     write_json(output / f"{RESULT}.json", result)
     (output / f"{RESULT}.md").write_text(report_markdown(result))
     plot(scores, result, output / f"{RESULT}.png")

@@ -73,9 +73,10 @@ def test_a_package_of_a_choice_predicts_with_the_tta_and_postprocessing_it_was_s
     # the temperature changes the probabilities, not the labels
     untempered = predicted(tmp_path / "untempered", image, checkpoints, "tta=false")
     assert not np.allclose(scored, untempered, atol=1e-3) and np.array_equal(scored.argmax(0), untempered.argmax(0))
-    assert np.array_equal(predicted(tmp_path / "package", image, f"exported={package}"), scored)
+    assert np.array_equal(predicted(tmp_path / "package", image, f"exported={package}", "temperature=fitted"), scored)
     record = json.loads((tmp_path / "package" / RECORD).read_text())
     assert record["temperature"] == [fitted["3d"]]
+    assert np.array_equal(predicted(tmp_path / "plain", image, f"exported={package}"), untempered)  # by default
     assert record["tta"] is False and record["postprocessing"]["rules"] == json.loads(best.read_text())[
         "postprocessing"]
     # tta given overrides the package's

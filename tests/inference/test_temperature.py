@@ -51,7 +51,10 @@ def test_the_temperature_changes_probabilities_and_never_the_labels():
 
 def test_the_temperature_is_given_as_a_number_a_choice_or_a_package_s(tmp_path):
     assert given_temperature(None, [None]) == 1.0 and given_temperature(1.5, []) == 1.5
-    assert given_temperature(None, [{"3d": 1.3}]) == {"3d": 1.3}
+    assert given_temperature(None, [{"3d": 1.3}]) == 1.0  # a package's only where asked for: no measured gain
+    assert given_temperature("fitted", [{"3d": 1.3}, None]) == {"3d": 1.3}
+    with pytest.raises(ConfigError, match="temperature=fitted: none of the models given records"):
+        given_temperature("fitted", [None])
     choice = tmp_path / "best_configuration.json"
     choice.write_text(json.dumps({"temperature": {"2d": 0.9, "3d": 1.2}}))
     assert given_temperature(str(choice), [{"3d": 5.0}]) == {"2d": 0.9, "3d": 1.2}  # what is given wins
