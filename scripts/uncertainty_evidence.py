@@ -14,15 +14,15 @@ height out of each of its 5 folds (anatomy a fold has not seen).
    datasets).
 2. segnet-find-best-configuration over the 5 runs: it predicts each fold's validation cases and
    fits the temperature on those out-of-fold probabilities.
-3. Cross-validation: each fold's model predicts its validation cases as segnet-predict does
-   (mirrored, the temperature, uncertainty=true): the per-case score against the case's Dice
+3. Cross-validation: each fold's model predicts its validation cases as segnet-predict does by
+   default (mirrored, no temperature, uncertainty=true): the per-case score against the case's Dice
    (Spearman's rank correlation; a useful score falls as the Dice rises).
 4. Test: --test-cases heads of another seed (other heads, other scanners), seen by neither the
    training nor the temperature, predicted by each fold's model and by the 5 folds' ensemble with
    temperature 1 and with the fitted one (save_probabilities=true): ECE, Brier and NLL over the
    foreground classes, pooled over the cases, with a bootstrap interval over cases of the change.
-5. Corrupted copies of the test heads (CORRUPTIONS), predicted by the ensemble with the
-   temperature and uncertainty=true: how well the score separates each corruption's copies from
+5. Corrupted copies of the test heads (CORRUPTIONS), predicted by the ensemble as by default
+   (no temperature) with uncertainty=true: how well the score separates each corruption's copies from
    the clean cases (AUROC; 0.5 is chance), how often a copy scores above its own clean case, and
    the Dice each corruption costs.
 
@@ -56,6 +56,7 @@ from segnet.inference.uncertainty import BAND
 TEST_SEED = 1000  # the test heads are other draws (anatomy and scanner) than the training heads'
 FOLDS = len(REGIONS)
 BOOTSTRAP = 2000
+DEFAULT_TEMPERATURE = 1  # the scores are of what segnet-predict gives by default: untempered
 SPLITS = {"regions": "the generator's, each holding out one band of the head's height (unseen anatomy)",
           "random": "drawn at random, each fold's validation heads like its training heads"}
 NOISE = 0.5  # the added noise's standard deviation, in units of the brain's intensity spread
@@ -267,7 +268,7 @@ def spearman(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     return found
 
 
-def cross_validation(output: Path, dataset: Path, runs: list[Path], temperature: str) -> dict[str, Any]:
+def cross_validation(output: Path, dataset: Path, runs: list[Path]) -> dict[str, Any]:
     splits = json.loads((dataset / "splits_final.json").read_text())
     rows = []
     for fold, run in enumerate(runs):
@@ -278,7 +279,7 @@ def cross_validation(output: Path, dataset: Path, runs: list[Path], temperature:
             link = images / f"{case}.nii.gz"
             if not link.exists():
                 link.symlink_to(dataset / "imagesTr" / link.name)
-        predicted = predict([final_checkpoint(run)], images, output / "cv" / f"fold{fold}", temperature)
+        predicted = predict([final_checkpoint(run)], images, output / "cv" / f"fold{fold}", DEFAULT_TEMPERATURE)
         found, dice = case_scores(predicted), case_dice(predicted, dataset, cases)
         rows += [{"case": case, "fold": fold, **found[case], "dice": dice[case]} for case in cases]
     return {"cases": rows, "spearman": spearman(rows)}
@@ -306,12 +307,13 @@ def held_out_calibration(output: Path, test: Path, runs: list[Path], temperature
     return {"models": rows, "reliability": reliability}
 
 
-def corruption_study(output: Path, test: Path, runs: list[Path], temperature: str) -> dict[str, Any]:
+def corruption_study(output: Path, test: Path, runs: list[Path]) -> dict[str, Any]:
     names = sorted(path.name.removesuffix(".nii.gz") for path in (test / "labelsTr").glob("*.nii.gz"))
     ensemble = [final_checkpoint(run) for run in runs]
     groups = {}
     for kind, dataset in [("clean", test)] + [(kind, corrupted_heads(output, test, kind)) for kind in CORRUPTIONS]:
-        predicted = predict(ensemble, dataset / "imagesTr", output / "corrupted_predictions" / kind, temperature)
+        predicted = predict(ensemble, dataset / "imagesTr", output / "corrupted_predictions" / kind,
+                            DEFAULT_TEMPERATURE)
         found, dice = case_scores(predicted), case_dice(predicted, dataset, names)
         groups[kind] = [{"case": case, **found[case], "dice": dice[case]} for case in names]
     clean = groups["clean"]
@@ -403,7 +405,7 @@ def plot(result: dict[str, Any], output: Path) -> None:
             axis.scatter(x + np.linspace(-0.15, 0.15, len(group)), [row[name] for row in group], s=14)
         ticks = [kind if kind == "clean" else f"{kind}\nAUROC {rows[kind][name]['auroc']:.2f}" for kind in groups]
         axis.set_xticks(range(len(groups)), ticks)
-        axis.set(title="Test heads and corrupted copies (ensemble, fitted T)", ylabel=name)
+        axis.set(title="Test heads and corrupted copies (the folds' ensemble)", ylabel=name)
     figure.tight_layout()
     figure.savefig(output / "uncertainty-corrupted.png", dpi=100)
     plt.close(figure)
@@ -428,9 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     result = {"cases": args.cases, "test_cases": args.test_cases, "steps": args.steps, "splits": args.splits,
               "compared": COMPARED,
               "temperature": json.loads(chosen.read_text())["temperature"],
-              "cross_validation": cross_validation(output, dataset, runs, str(chosen)),
+              "cross_validation": cross_validation(output, dataset, runs),
               "test": held_out_calibration(output, test, runs, str(chosen)),
-              "corrupted": corruption_study(output, test, runs, str(chosen))}
+              "corrupted": corruption_study(output, test, runs)}
     (output / "uncertainty.json").write_text(json.dumps(result, indent=1))
     plot(result, output)
     print(report(result, output))

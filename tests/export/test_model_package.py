@@ -80,7 +80,8 @@ def test_a_package_of_a_choice_predicts_with_the_tta_and_postprocessing_it_was_s
     assert record["tta"] is False and record["postprocessing"]["rules"] == json.loads(best.read_text())[
         "postprocessing"]
     # tta given overrides the package's
-    assert np.array_equal(predicted(tmp_path / "asked", image, f"exported={package}", "tta=true"), mirrored)
+    assert np.array_equal(predicted(tmp_path / "asked", image, f"exported={package}", "tta=true",
+                                    "temperature=fitted"), mirrored)
 
 
 def test_packages_that_predict_one_mirrored_and_one_not_need_tta_given(choice, tmp_path):
