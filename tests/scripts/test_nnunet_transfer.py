@@ -5,26 +5,20 @@ results are docs/results/nnunet-transfer.md."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 
 import nibabel as nib
 import numpy as np
 import pytest
 import torch
 
-from helpers import ROOT
+from helpers import script_module
 from segnet.generated.blobs import write_blob_dataset
 
 
 @pytest.fixture(scope="module")
 def transfer():
-    sys.path.insert(0, str(ROOT / "scripts"))  # it imports scripts/peer_nnunet.py as Python runs it
-    try:
-        return importlib.import_module("nnunet_transfer")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    return script_module("nnunet_transfer")
 
 
 def blob_contrast(root, case: str) -> tuple[float, float]:

@@ -4,13 +4,10 @@ end it trains five folds for minutes: its results are docs/results/uncertainty.m
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import script_module
 from segnet.evaluation.calibration import Calibration
 from segnet.generated.heads import heads_case
 from segnet.generated.phantom import write_case
@@ -18,11 +15,7 @@ from segnet.generated.phantom import write_case
 
 @pytest.fixture(scope="module")
 def evidence():
-    sys.path.insert(0, str(ROOT / "scripts"))  # it imports scripts/peer_nnunet.py as Python runs it
-    try:
-        return importlib.import_module("uncertainty_evidence")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    return script_module("uncertainty_evidence")
 
 
 @pytest.fixture(scope="module")
