@@ -378,6 +378,10 @@ def test_the_best_configuration_is_chosen_on_the_cross_validation_and_predicts_w
     record = json.loads((tmp_path / "predicted" / RECORD).read_text())
     assert len(record["models"]) == len(result["configurations"])
     assert record["postprocessing"]["from"] == [str((tmp_path / "best" / "postprocessing.json").resolve())]
+    # the fitted temperature is recorded, applied only by the command that asks for it
+    assert set(record["temperature"]) == {1.0} and set(result["temperature"]) == {"3d", "2d"}
+    choice = (tmp_path / "best" / "best_configuration.json").resolve()
+    assert result["tempered"] == f"{result['predict']} temperature={choice}"
 
 
 @pytest.mark.slow
