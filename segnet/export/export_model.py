@@ -159,7 +159,7 @@ def export_model_command(cfg: DictConfig) -> dict[str, Any]:
         "class_names": list(first.class_names), "in_channels": first.in_channels,
         "channel_names": first.geometry.normalized_channels(), "regions": first.regions,
         "postprocessing": rules.to_json(), "tta": package_tta(choice),
-        "temperature": None if choice is None else choice.get("temperature"),  # as fitted; temperature=fitted applies it
+        "temperature": None if choice is None else choice.get("temperature"),  # temperature=fitted applies it
         "postprocessing_from": [str(p.resolve()) for p in rules_files(postprocessing, runs)],
         "choice": None if choice is None else {key: choice.get(key) for key in ("best", "configurations", "rule",
                                                                                  "means", "tta", "checkpoint")},
