@@ -51,6 +51,7 @@ from segnet.command_runs import folder_training, run_command
 from segnet.evaluation.calibration import Calibration
 from segnet.generated.heads import CLASS_NAMES, REGIONS, SPACING, heads_case, write_heads_dataset
 from segnet.generated.phantom import affine_for, write_case, write_dataset_json
+from segnet.inference.temperature import EPSILON
 from segnet.inference.uncertainty import BAND
 
 TEST_SEED = 1000  # the test heads are other draws (anatomy and scanner) than the training heads'
@@ -126,6 +127,11 @@ def write_heads(root: Path, names: list[str], cases: Callable[[int], tuple[np.nd
     return write_dataset_json(root, "decathlon", CLASS_NAMES, ["T1"], names, name="Heads")
 
 
+def case_names(dataset: Path) -> list[str]:
+    """The labelled cases of a Decathlon folder, sorted."""
+    return sorted(path.name.removesuffix(".nii.gz") for path in (dataset / "labelsTr").glob("*.nii.gz"))
+
+
 def held_out_heads(output: Path, cases: int) -> Path:
     root = output / "test"
     if not (root / "dataset.json").is_file():
@@ -141,7 +147,7 @@ def corrupted_heads(output: Path, test: Path, kind: str) -> Path:
     root = output / "corrupted" / kind
     if (root / "dataset.json").is_file():
         return root
-    names = sorted(path.name.removesuffix(".nii.gz") for path in (test / "labelsTr").glob("*.nii.gz"))
+    names = case_names(test)
 
     def case(i: int) -> tuple[np.ndarray, np.ndarray]:
         image = np.asarray(nib.load(test / "imagesTr" / f"{names[i]}.nii.gz").dataobj, np.float32)
@@ -154,7 +160,7 @@ def corrupted_heads(output: Path, test: Path, kind: str) -> Path:
 
 def write_random_splits(dataset: Path) -> None:
     """splits_final.json of FOLDS folds drawn at random (seed 0) in place of the generator's."""
-    names = sorted(path.name.removesuffix(".nii.gz") for path in (dataset / "labelsTr").glob("*.nii.gz"))
+    names = case_names(dataset)
     order = np.random.default_rng(0).permutation(names).tolist()
     folds = [sorted(order[k::FOLDS]) for k in range(FOLDS)]
     splits = [{"train": sorted(set(names) - set(val)), "val": val} for val in folds]
@@ -223,7 +229,7 @@ def case_calibration(predicted: Path, dataset: Path, case: str) -> dict[str, tup
     with np.load(predicted / f"{case}.npz") as saved:
         probabilities = saved["probabilities"].astype(np.float64)
     units = [(value,) for value in range(1, len(CLASS_NAMES))]
-    nll = -np.log(np.clip(np.take_along_axis(probabilities, reference[None], 0)[0], 1e-7, 1))
+    nll = -np.log(np.clip(np.take_along_axis(probabilities, reference[None], 0)[0], EPSILON, 1))
     near = ndimage.binary_dilation((reference > 0) | (probabilities.argmax(0) > 0), np.ones((3, 3, 1), bool), NEAR)
     found = {}
     for region, scored in zip(SCORED, (np.ones(reference.shape, bool), near), strict=True):
@@ -288,7 +294,7 @@ def cross_validation(output: Path, dataset: Path, runs: list[Path]) -> dict[str,
 def held_out_calibration(output: Path, test: Path, runs: list[Path], temperature: str) -> dict[str, Any]:
     """Each fold's model and their ensemble on the test heads with temperature 1 and the fitted
     one: the change per SCORED voxels, and the ensemble's reliability near the structures."""
-    names = sorted(path.name.removesuffix(".nii.gz") for path in (test / "labelsTr").glob("*.nii.gz"))
+    names = case_names(test)
     models = {f"fold {fold}": [final_checkpoint(run)] for fold, run in enumerate(runs)}
     models["ensemble of the 5 folds"] = [final_checkpoint(run) for run in runs]
     rows, reliability = {}, {}
@@ -308,7 +314,7 @@ def held_out_calibration(output: Path, test: Path, runs: list[Path], temperature
 
 
 def corruption_study(output: Path, test: Path, runs: list[Path]) -> dict[str, Any]:
-    names = sorted(path.name.removesuffix(".nii.gz") for path in (test / "labelsTr").glob("*.nii.gz"))
+    names = case_names(test)
     ensemble = [final_checkpoint(run) for run in runs]
     groups = {}
     for kind, dataset in [("clean", test)] + [(kind, corrupted_heads(output, test, kind)) for kind in CORRUPTIONS]:

@@ -269,6 +269,7 @@ def find_best_command(cfg: DictConfig) -> dict[str, Any]:
         "cases": len(validated(saved)), "case_names": sorted(name for _, name in validated(saved)),
         "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
         "mean_dice_per_class": {trial: dict(zip(names, values, strict=True)) for trial, values in means.items()}}})
+    command, result_file = predict_command(runs, best, rules_file, bool(cfg.tta)), output / f"{RESULT}.json"
     result = {**choice, "postprocessing": rules.to_json(),
               "runs": {name: {fold: str(run.folder.resolve()) for fold, run in by_fold.items()}
                        for name, by_fold in runs.items()},
@@ -276,10 +277,8 @@ def find_best_command(cfg: DictConfig) -> dict[str, Any]:
                                     for run in by_fold.values()},
               "left_out": left_out, "checkpoint": cfg.checkpoint, "tta": bool(cfg.tta),
               "temperature": temperatures, "temperature_fit": calibration,
-              "predict": predict_command(runs, best, rules_file, bool(cfg.tta)),
-              "tempered": f"{predict_command(runs, best, rules_file, bool(cfg.tta))} "
-                          f"temperature={shlex.quote(str((output / f'{RESULT}.json').resolve()))}"}
-    write_json(output / f"{RESULT}.json", result)
+              "predict": command, "tempered": f"{command} temperature={shlex.quote(str(result_file.resolve()))}"}
+    write_json(result_file, result)
     (output / f"{RESULT}.md").write_text(report_markdown(result))
     plot(scores, result, output / f"{RESULT}.png")
     write_scores(scores, output / "scores.csv")
